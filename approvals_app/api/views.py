@@ -1,0 +1,34 @@
+"""Read-only audit feed API."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from tess_site.accounts.permissions import has_role
+from tess_site.api import ScopedAPIView
+from tess_site.scope import Role
+
+from ..selectors import audit_events_visible
+from .serializers import AuditEventSerializer
+
+
+class AuditCursor(CursorPagination):
+    ordering = "-seq"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class AuditListView(ScopedAPIView):
+    """The audit feed of your tenant, newest first (auditor or admin role)."""
+
+    permission_classes = [has_role(Role.AUDITOR, Role.ADMIN)]
+
+    @extend_schema(responses=AuditEventSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        paginator = AuditCursor()
+        page = paginator.paginate_queryset(audit_events_visible(scope=self.scope), request, view=self)
+        return paginator.get_paginated_response(AuditEventSerializer(page, many=True).data)

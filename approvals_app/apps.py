@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class ApprovalsConfig(AppConfig):
+    """Authority policy, confirm cards, approval requests, Mos hand-offs, and the audit feed."""
+
+    name = "approvals_app"
+    verbose_name = "Approvals and audit"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from tess_site.audit_port import register_audit_recorder
+
+        from .services import record_audit
+
+        register_audit_recorder(record_audit)

@@ -1,0 +1,34 @@
+"""``/ws/me/``: what concerns one person across sessions (approvals awaiting them, their cards)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tess_site.consumers import ScopedJsonConsumer
+
+from .events import scope_user_group
+
+
+class MeConsumer(ScopedJsonConsumer):
+    async def on_connect(self) -> None:
+        self.group = scope_user_group(self.tess_scope)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_event(
+            "hello",
+            {
+                "username": self.tess_scope.actor_label,
+                "tenant_slug": self.tess_scope.tenant.slug,
+                "roles": sorted(r.value for r in self.tess_scope.roles),
+                "channel": self.tess_scope.channel.value,
+            },
+        )
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def me_event(self, message: dict[str, Any]) -> None:
+        await self.send_event(message["kind"], message["body"])
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The per-user socket is one-way; clients talk through the REST API."""

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class SessionsConfig(AppConfig):
+    """Durable sessions, ingress bindings, the event stream, inbox/outbox, and the turn gateway."""
+
+    name = "sessions_app"
+    verbose_name = "Sessions"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,134 @@
+"""Writes of identity and tenancy: provisioning tenants and users, making and revoking tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tess_site.audit_port import audit
+from tess_site.errors import Conflict, InvalidInput
+from tess_site.scope import Channel, Role, Scope
+
+from . import tokens
+from .models import ExternalIdentity, Membership, PersonalToken, Tenant
+
+# Touching last_used_at on every request would turn every read into a write; once a minute is honest enough.
+LAST_USED_GRANULARITY = timedelta(minutes=1)
+
+
+def tenant_create(*, slug: str, name: str | None = None) -> Tenant:
+    tenant = Tenant(slug=slug, name=name or slug)
+    tenant.full_clean()
+    try:
+        tenant.save()
+    except IntegrityError as exc:
+        raise Conflict(f"tenant {slug!r} already exists") from exc
+    return tenant
+
+
+def membership_grant(*, tenant: Tenant, user: User, role: Role) -> Membership:
+    membership, _ = Membership.objects.get_or_create(tenant=tenant, user=user, role=role.value)
+    return membership
+
+
+def user_ensure(*, username: str, password: str | None = None, staff: bool = True) -> tuple[User, bool]:
+    """Return ``(user, created)``. A new user gets ``password`` or an unusable one.
+
+    Staff status lets a person reach the Django admin, where the drawer lives; what they see there is
+    still decided by tenant roles.
+    """
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=username, defaults={"is_staff": staff})
+    if created:
+        if password:
+            user.set_password(password)
+        else:
+            user.set_unusable_password()
+        user.save()
+    return user, created  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: PersonalToken
+    plaintext: str  # shown once, never stored
+
+
+def token_issue(*, scope: Scope, name: str, days: int | None = None) -> IssuedToken:
+    """Make a personal token for the scope's actor in the scope's tenant."""
+    if scope.actor is None:
+        raise InvalidInput("system scopes cannot hold tokens")
+    if not scope.roles:
+        raise InvalidInput("only members of the tenant can hold its tokens")
+    lifetime = days or settings.TESS_TOKEN_DEFAULT_DAYS
+    if not 1 <= lifetime <= 366:
+        raise InvalidInput("a token lives between 1 and 366 days", details={"fields": {"days": "1..366"}})
+    prefix, plaintext = tokens.generate()
+    with transaction.atomic():
+        token = PersonalToken.objects.create(
+            tenant=scope.tenant,
+            user=scope.actor,
+            name=name[:100] or "token",
+            prefix=prefix,
+            token_hash=tokens.digest(plaintext),
+            expires_at=timezone.now() + timedelta(days=lifetime),
+        )
+        audit(scope, action="token.issue", target_type="token", target_id=str(token.pk), outcome="ok")
+    return IssuedToken(token=token, plaintext=plaintext)
+
+
+def token_revoke(*, scope: Scope, token: PersonalToken) -> bool:
+    """Revoke ``token``; returns False if it was already revoked. Idempotent."""
+    with transaction.atomic():
+        changed = PersonalToken.objects.filter(pk=token.pk, revoked_at=None).update(revoked_at=timezone.now())
+        audit(
+            scope,
+            action="token.revoke",
+            target_type="token",
+            target_id=str(token.pk),
+            outcome="ok" if changed else "noop",
+        )
+    return bool(changed)
+
+
+def token_authenticate(*, plaintext: str) -> PersonalToken | None:
+    """The usable token ``plaintext`` names, with its user and tenant; ``None`` for anything else."""
+    prefix = tokens.parse_prefix(plaintext)
+    if prefix is None:
+        return None
+    token = PersonalToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()
+    if token is None or not tokens.matches(plaintext, token.token_hash):
+        return None
+    now = timezone.now()
+    if not token.is_usable(now) or not token.user.is_active:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_GRANULARITY:
+        PersonalToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def identity_link(*, scope: Scope, provider: str, external_id: str) -> ExternalIdentity:
+    """Link an external identity to the scope's actor. A later issue adds the Discord link-code flow."""
+    if scope.actor is None:
+        raise InvalidInput("system scopes cannot link identities")
+    try:
+        with transaction.atomic():
+            link = ExternalIdentity.objects.create(
+                tenant=scope.tenant, user=scope.actor, provider=provider, external_id=external_id
+            )
+            audit(scope, action="identity.link", target_type="external_identity", target_id=str(link.pk), outcome="ok")
+    except IntegrityError as exc:
+        raise Conflict("that identity is already linked in this tenant") from exc
+    return link
+
+
+def system_scope(*, tenant: Tenant, correlation_id: str) -> Scope:
+    """A scope for work Tess does by itself (provisioning commands, sweepers)."""
+    return Scope(tenant=tenant, actor=None, channel=Channel.SYSTEM, correlation_id=correlation_id)

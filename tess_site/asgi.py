@@ -1,0 +1,20 @@
+"""One ASGI application for HTTP and websockets."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tess_site.settings.dev")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from approvals_app.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
+from tess_site.ws import TessWebsocketAuth  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": TessWebsocketAuth(URLRouter([*approvals_ws])),
+    }
+)

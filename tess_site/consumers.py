@@ -1,0 +1,46 @@
+"""Consumer base: every websocket consumer has a Scope derived from its verified credential."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from tess_site.accounts.scopes import scope_for_credential
+from tess_site.scope import Scope
+
+CLOSE_NOT_MEMBER = 4403
+
+
+class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
+    """Accepts only callers whose credential makes them a member of a tenant; sets ``self.tess_scope``."""
+
+    tess_scope: Scope
+
+    async def connect(self) -> None:
+        scope = await database_sync_to_async(self._derive_scope)()
+        if scope is None:
+            await self.close(code=CLOSE_NOT_MEMBER)
+            return
+        self.tess_scope = scope
+        await self.accept()
+        await self.on_connect()
+
+    def _derive_scope(self) -> Scope | None:
+        session = self.scope.get("session")
+        scope = scope_for_credential(
+            user=self.scope["user"],
+            auth=self.scope.get("tess_auth"),
+            session=session,
+            correlation_id=self.scope["correlation_id"],
+        )
+        if session is not None and scope is not None and session.modified:
+            session.save()
+        return scope
+
+    async def on_connect(self) -> None:
+        """Subclasses subscribe and send their first frames here."""
+
+    async def send_event(self, kind: str, body: dict[str, Any], seq: int | None = None) -> None:
+        await self.send_json({"seq": seq, "kind": kind, "body": body})

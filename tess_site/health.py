@@ -1,0 +1,118 @@
+"""Health: ``/healthz`` for liveness, ``/api/v1/health/`` for an authenticated look at every dependency.
+
+Nothing here ever prints a URL, password or key: dependencies are reported by kind and state only,
+and the model is reported by adapter name, model name, reasoning level and tool policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .api import ScopedAPIView
+
+CHECK_TIMEOUT_SECONDS = 2.0
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness only: the process answers. No authentication, no dependency checks."""
+    return JsonResponse({"status": "ok"})
+
+
+def _timed(check: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        detail = check()
+        result: dict[str, Any] = {"ok": True, **(detail or {})}
+    except Exception as exc:  # a failing dependency is a report, not a crash
+        result = {"ok": False, "error": type(exc).__name__}
+    result["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return result
+
+
+def check_database() -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return {"vendor": connection.vendor}
+
+
+def check_redis() -> dict[str, Any]:
+    if not settings.REDIS_URL:
+        return {"mode": "not configured (embedded)"}
+    import redis
+
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=CHECK_TIMEOUT_SECONDS, socket_connect_timeout=CHECK_TIMEOUT_SECONDS
+    )
+    try:
+        client.ping()
+    finally:
+        client.close()
+    return {"mode": "redis"}
+
+
+def check_channel_layer() -> dict[str, Any]:
+    """Send a message to a private channel and read it back."""
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer")
+
+    async def round_trip() -> None:
+        channel = await layer.new_channel("health.")
+        nonce = uuid.uuid4().hex
+        await layer.send(channel, {"type": "health.ping", "nonce": nonce})
+        message = await asyncio.wait_for(layer.receive(channel), CHECK_TIMEOUT_SECONDS)
+        if message.get("nonce") != nonce:
+            raise RuntimeError("channel layer returned another message")
+
+    async_to_sync(round_trip)()
+    return {"backend": type(layer).__name__}
+
+
+def check_celery() -> dict[str, Any]:
+    from .celery import app
+
+    if app.conf.task_always_eager:
+        return {"mode": "in-process"}
+    replies = app.control.ping(timeout=CHECK_TIMEOUT_SECONDS)
+    if not replies:
+        raise RuntimeError("no worker answered")
+    return {"mode": "workers", "workers": len(replies)}
+
+
+def model_report() -> dict[str, Any]:
+    return {
+        "adapter": settings.TESS_MODEL_ADAPTER,
+        "model": settings.TESS_MODEL,
+        "reasoning_level": settings.TESS_REASONING_LEVEL,
+        "tool_policy": settings.TESS_TOOL_POLICY,
+        "credentials_configured": bool(settings.TESS_MODEL_API_KEY),
+    }
+
+
+class HealthView(ScopedAPIView):
+    """Authenticated health: every dependency, and the effective model and policy."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="all healthy"), 503: OpenApiResponse(description="a dependency is down")})
+    def get(self, request: Request) -> Response:
+        checks = {
+            "database": _timed(check_database),
+            "redis": _timed(check_redis),
+            "channel_layer": _timed(check_channel_layer),
+            "celery": _timed(check_celery),
+        }
+        healthy = all(check["ok"] for check in checks.values())
+        body = {"status": "ok" if healthy else "degraded", "checks": checks, "model": model_report()}
+        return Response(body, status=200 if healthy else 503)

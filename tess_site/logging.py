@@ -1,0 +1,51 @@
+"""Logging filters: every line carries its correlation id, and no line carries a credential."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from .context import get_correlation_id
+
+# Shapes of credentials that must never reach a log line, whatever logged them. Where a pattern has a
+# ``secret`` group only that part is masked, so the line stays readable.
+_SECRET_PATTERNS = [
+    re.compile(r"(?P<secret>tess_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{20,})"),  # Tess personal tokens
+    re.compile(r"(?i)bearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
+    re.compile(r"(?P<secret>\bsk-[A-Za-z0-9_-]{8,})"),
+    re.compile(r"://[^/\s:@]+:(?P<secret>[^@\s/]+)@"),  # passwords in URLs
+    re.compile(r"(?i)(?:password|passwd|secret|api_key|apikey|token)\s*[=:]\s*(?P<secret>[^\s,;&]+)"),
+]
+
+
+def _mask(match: re.Match[str]) -> str:
+    whole = match.group(0)
+    start, end = match.start("secret") - match.start(), match.end("secret") - match.start()
+    return whole[:start] + "[redacted]" + whole[end:]
+
+
+def redact(text: str) -> str:
+    """Mask every credential shape in ``text``."""
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(_mask, text)
+    return text
+
+
+class CorrelationIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "correlation_id"):
+            record.correlation_id = get_correlation_id()
+        return True
+
+
+class RedactSecretsFilter(logging.Filter):
+    """Render the message once, scrub credential shapes from it, and drop the arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed format string is the caller's bug; keep the raw text
+            message = str(record.msg)
+        record.msg = redact(message)
+        record.args = None
+        return True

@@ -1,0 +1,92 @@
+"""HTTP middleware: correlation ids, the API error envelope, and refusal of caller-supplied identity."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from urllib.parse import parse_qsl
+
+from django.http import HttpRequest, HttpResponse
+
+from .context import accept_correlation_id, reset_correlation_id, set_correlation_id
+from .errors import IdentityFieldForbidden, error_response
+
+logger = logging.getLogger("tess.request")
+
+API_PREFIX = "/api/"
+CORRELATION_HEADER = "X-Correlation-ID"
+
+# Top-level keys that would let a client name who it is. The server derives identity from the credential;
+# a request that tries is refused outright (DESIGN.md), not silently corrected.
+IDENTITY_FIELDS = frozenset(
+    {"owner", "owner_id", "actor", "actor_id", "subject", "user_id", "tenant", "tenant_id", "operator"}
+)
+
+GetResponse = Callable[[HttpRequest], HttpResponse]
+
+
+class CorrelationIdMiddleware:
+    """Accept a well-formed ``X-Correlation-ID`` or make one; bind it for logs; echo it on the response."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        correlation_id = accept_correlation_id(request.headers.get(CORRELATION_HEADER))
+        request.correlation_id = correlation_id  # type: ignore[attr-defined]
+        token = set_correlation_id(correlation_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            reset_correlation_id(token)
+        response[CORRELATION_HEADER] = correlation_id
+        return response
+
+
+class ApiErrorMiddleware:
+    """No HTML error pages and no stack traces from ``/api/``: unexpected errors become a 500 envelope."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not request.path.startswith(API_PREFIX):
+            return None
+        logger.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response("server_error", "Something went wrong on our side; the error was logged.", 500)
+
+
+def identity_fields_in(request: HttpRequest) -> list[str]:
+    """The identity keys at the top level of the request's query string and body, sorted."""
+    found = {key for key, _ in parse_qsl(request.META.get("QUERY_STRING", ""), keep_blank_values=True)}
+    if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.body:
+        content_type = request.content_type or ""
+        if content_type == "application/json" or content_type.endswith("+json"):
+            try:
+                body = json.loads(request.body)
+            except (ValueError, UnicodeDecodeError):
+                body = None  # the view's parser reports malformed JSON in the envelope
+            if isinstance(body, dict):
+                found.update(body.keys())
+        elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            found.update(request.POST.keys())
+    return sorted(found & IDENTITY_FIELDS)
+
+
+class RefuseIdentityFieldsMiddleware:
+    """One mechanism for every API route, present and future: identity keys get a typed 400."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith(API_PREFIX):
+            fields = identity_fields_in(request)
+            if fields:
+                err = IdentityFieldForbidden(details={"fields": fields})
+                return error_response(err.code, err.message, err.status_code, err.details)
+        return self.get_response(request)

@@ -1,0 +1,78 @@
+"""The Scope: who is acting, for which tenant, through which channel — derived only from a verified credential.
+
+Services take a Scope and nothing else that names a person or a tenant; no view, consumer or task builds
+one from client input. See DESIGN.md, "Identity and scope".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from tess_site.accounts.models import Tenant
+
+
+class Channel(StrEnum):
+    WEB = "web"
+    CLI = "cli"
+    DISCORD = "discord"
+    SYSTEM = "system"
+
+
+class Role(StrEnum):
+    OPERATOR = "operator"
+    APPROVER = "approver"
+    AUDITOR = "auditor"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Immutable, server-derived identity of one action.
+
+    ``actor`` is ``None`` only for system work (sweepers, migrations) with ``channel=SYSTEM``.
+    ``roles`` are the actor's roles in ``tenant`` at the moment the credential was verified.
+    """
+
+    tenant: Tenant
+    actor: User | None
+    channel: Channel
+    correlation_id: str
+    session: str | None = None
+    roles: frozenset[Role] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.actor is None and self.channel is not Channel.SYSTEM:
+            raise ValueError("only system scopes may have no actor")
+
+    def has_role(self, *roles: Role) -> bool:
+        return any(role in self.roles for role in roles)
+
+    def for_session(self, session_id: str) -> Scope:
+        """The same identity, narrowed to one Tess session."""
+        return Scope(
+            tenant=self.tenant,
+            actor=self.actor,
+            channel=self.channel,
+            correlation_id=self.correlation_id,
+            session=session_id,
+            roles=self.roles,
+        )
+
+    def with_tenant(self, tenant: Tenant, roles: frozenset[Role]) -> Scope:
+        """The same actor in another tenant, after the caller verified the membership behind ``roles``."""
+        return Scope(
+            tenant=tenant,
+            actor=self.actor,
+            channel=self.channel,
+            correlation_id=self.correlation_id,
+            roles=roles,
+        )
+
+    @property
+    def actor_label(self) -> str:
+        return self.actor.get_username() if self.actor is not None else "system"

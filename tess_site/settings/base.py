@@ -1,0 +1,217 @@
+"""Settings every environment shares. Values that differ between machines come from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+from .env import env_bool, env_choice, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env_str("TESS_VAR_DIR", str(BASE_DIR / "var")) or BASE_DIR / "var")
+
+SECRET_KEY = env_str("SECRET_KEY") or "dev-only-insecure-key-never-used-in-production"
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "guardian",
+    "channels",
+    "tess_site.accounts",
+    "approvals_app",
+    "memory_app",
+    "providers_app",
+    "sessions_app",
+]
+
+MIDDLEWARE = [
+    "tess_site.middleware.CorrelationIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tess_site.middleware.ApiErrorMiddleware",
+    "tess_site.middleware.RefuseIdentityFieldsMiddleware",
+]
+
+ROOT_URLCONF = "tess_site.urls"
+ASGI_APPLICATION = "tess_site.asgi.application"
+WSGI_APPLICATION = "tess_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------------
+# DATABASE_URL unset means the embedded default: SQLite under var/.
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "tess.sqlite3",
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis: channel layer, celery broker, cache ---------------------------------------------------
+# REDIS_URL unset means the in-process channel layer and Celery tasks run in-process.
+REDIS_URL = env_str("REDIS_URL")
+TESS_CHANNEL_PREFIX = env_str("TESS_CHANNEL_PREFIX", "tess") or "tess"
+if REDIS_URL:
+    CHANNEL_LAYERS: dict[str, Any] = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{TESS_CHANNEL_PREFIX}:asgi", "capacity": 1000},
+        }
+    }
+    CACHES: dict[str, Any] = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": f"{TESS_CHANNEL_PREFIX}:cache",
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tess"}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_TASK_ALWAYS_EAGER = not bool(REDIS_URL)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+TESS_LEASE_SECONDS = env_int("TESS_LEASE_SECONDS", 30, minimum=5)
+TESS_SWEEP_INTERVAL_SECONDS = env_int("TESS_SWEEP_INTERVAL_SECONDS", 15, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "sweep-expired-leases": {
+        "task": "tess_site.tasks.sweep_expired_leases",
+        "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
+    },
+}
+
+# --- auth ----------------------------------------------------------------------------------------
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+GUARDIAN_RAISE_403 = True
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous object permissions in Tess.
+TESS_TOKEN_DEFAULT_DAYS = env_int("TESS_TOKEN_DEFAULT_DAYS", 90, minimum=1)
+TESS_TOKEN_RATE = env_str("TESS_TOKEN_RATE", "10/min") or "10/min"
+
+# --- model adapter and policy (reported by health, never with credentials) -----------------------
+TESS_MODEL_ADAPTER = env_choice("TESS_MODEL_ADAPTER", ("builtin", "openai"), "builtin")
+TESS_MODEL = env_str("TESS_MODEL", "tess-builtin" if TESS_MODEL_ADAPTER == "builtin" else None)
+TESS_MODEL_BASE_URL = env_str("TESS_MODEL_BASE_URL")
+TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
+TESS_REASONING_LEVEL = env_choice("TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), "medium")
+TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")
+
+# --- REST API -------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tess_site.accounts.authentication.PersonalTokenAuthentication",
+        "tess_site.accounts.authentication.TenantSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["tess_site.accounts.permissions.IsTenantMember"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "tess_site.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"token": TESS_TOKEN_RATE},
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tess API",
+    "DESCRIPTION": "Operator console for a fleet of AI coding agents.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- i18n, static ---------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+LOGIN_URL = "admin:login"
+
+# --- logging --------------------------------------------------------------------------------------
+TESS_LOG_FORMAT = env_choice("TESS_LOG_FORMAT", ("json", "text"), "text")
+TESS_LOG_LEVEL = env_choice("TESS_LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "correlation": {"()": "tess_site.logging.CorrelationIdFilter"},
+        "redact": {"()": "tess_site.logging.RedactSecretsFilter"},
+    },
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(correlation_id)s %(message)s",
+            "rename_fields": {"asctime": "ts", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": TESS_LOG_FORMAT,
+            "filters": ["correlation", "redact"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": TESS_LOG_LEVEL},
+    "loggers": {
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "daphne": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+    },
+}

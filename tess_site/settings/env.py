@@ -1,0 +1,82 @@
+"""Strict, typed readers for environment variables.
+
+Every setting Tess reads from the environment goes through one of these helpers, so a malformed value
+fails loudly at start-up instead of silently meaning something else (``TESS_DEBUG=ture`` is an error,
+not ``False``). ``NAME_FILE`` is honoured for every string so secrets can come from mounted files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class ImproperlyConfiguredEnv(Exception):
+    """An environment variable holds a value its reader cannot accept."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    """Return ``NAME``, or the contents of the file named by ``NAME_FILE``, or ``default``.
+
+    Setting both is an error: nobody should have to guess which one wins.
+    """
+    direct = os.environ.get(name)
+    file_path = os.environ.get(f"{name}_FILE")
+    if direct is not None and file_path is not None:
+        raise ImproperlyConfiguredEnv(f"{name} and {name}_FILE are both set; set only one")
+    if file_path is not None:
+        try:
+            return Path(file_path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfiguredEnv(f"{name}_FILE={file_path!r} cannot be read: {exc}") from exc
+    if direct is None or direct == "":
+        return default
+    return direct
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = env_str(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfiguredEnv(f"{name}={raw!r} is neither true (1/true/yes/on) nor false (0/false/no/off)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    raw = env_str(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not an integer") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfiguredEnv(f"{name}={value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfiguredEnv(f"{name}={value} is above the maximum {maximum}")
+    return value
+
+
+def env_list(name: str, default: list[str] | None = None) -> list[str]:
+    """A comma-separated list; blank items are dropped."""
+    raw = env_str(name)
+    if raw is None:
+        return list(default or [])
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env_str(name)
+    if raw is None:
+        return default
+    if raw not in choices:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} must be one of {', '.join(choices)}")
+    return raw

@@ -1,0 +1,10 @@
+"""Settings for the test suite. ``DATABASE_URL``/``REDIS_URL`` come from ``make test`` (real PostgreSQL and Redis)."""
+
+from .base import *  # noqa: F403
+from .base import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; tests never store real passwords
+# Tasks run in the calling process in tests unless a test starts a real worker itself.
+CELERY_TASK_ALWAYS_EAGER = True
+TESS_CHANNEL_PREFIX = "tess-test"

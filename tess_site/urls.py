@@ -1,0 +1,41 @@
+"""Root URLs: the admin, the API under /api/v1/, OpenAPI, and health."""
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from .errors import error_response
+from .health import HealthView, healthz
+from .middleware import API_PREFIX
+
+api_v1 = [
+    path("", include("tess_site.accounts.api.urls")),
+    path("", include("approvals_app.api.urls")),
+    path("health/", HealthView.as_view(), name="health"),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+]
+
+
+def _json_or_default(default_view, code: str, message: str, status: int):  # type: ignore[no-untyped-def]
+    def handler(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        if request.path.startswith(API_PREFIX):
+            return error_response(code, message, status)
+        return default_view(request, *args, **kwargs)  # type: ignore[no-any-return]
+
+    return handler
+
+
+from django.views import defaults  # noqa: E402
+
+handler404 = _json_or_default(defaults.page_not_found, "not_found", "Not found.", 404)
+handler500 = _json_or_default(defaults.server_error, "server_error", "Something went wrong on our side.", 500)
+handler403 = _json_or_default(defaults.permission_denied, "permission_denied", "Permission denied.", 403)
+handler400 = _json_or_default(defaults.bad_request, "bad_request", "Bad request.", 400)
