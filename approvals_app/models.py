@@ -20,6 +20,9 @@ class AuditChainHead(models.Model):
     last_seq = models.BigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, default="")
 
+    def __str__(self) -> str:
+        return f"{self.tenant_id} at #{self.last_seq}"
+
 
 class AuditEvent(models.Model):
     """One append-only audit record, hash-chained per tenant.

@@ -27,7 +27,7 @@ class TessError(Exception):
     """Base of the typed errors services raise; views turn them into the envelope unchanged."""
 
     code = "error"
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_message = "The request could not be completed."
 
     def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None) -> None:
@@ -123,7 +123,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         message = "The request is not valid."
     else:
         message = str(exc.detail)
-    if isinstance(exc, drf_exceptions.Throttled) and exc.wait is not None:
-        details["retry_after_seconds"] = int(exc.wait)
+    wait = getattr(exc, "wait", None)
+    if isinstance(exc, drf_exceptions.Throttled) and wait is not None:
+        details["retry_after_seconds"] = int(wait)
     response.data = envelope(code, message, details)
     return response

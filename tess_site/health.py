@@ -105,7 +105,12 @@ def model_report() -> dict[str, Any]:
 class HealthView(ScopedAPIView):
     """Authenticated health: every dependency, and the effective model and policy."""
 
-    @extend_schema(responses={200: OpenApiResponse(description="all healthy"), 503: OpenApiResponse(description="a dependency is down")})
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(description="all healthy"),
+            503: OpenApiResponse(description="a dependency is down"),
+        }
+    )
     def get(self, request: Request) -> Response:
         checks = {
             "database": _timed(check_database),

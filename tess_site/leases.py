@@ -11,12 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from datetime import timedelta
 from typing import TypeVar
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 
@@ -70,9 +71,11 @@ def complete(item: LeasedWork, *, worker: str) -> bool:
     a worker whose lease was swept and re-claimed gets ``False`` and must roll its effect back.
     """
     now = timezone.now()
-    changed = type(item)._default_manager.filter(
-        pk=item.pk, state=LeaseState.LEASED, lease_owner=worker, lease_expires_at__gt=now
-    ).update(state=LeaseState.DONE, completed_at=now, lease_expires_at=None)
+    changed = (
+        type(item)
+        ._default_manager.filter(pk=item.pk, state=LeaseState.LEASED, lease_owner=worker, lease_expires_at__gt=now)
+        .update(state=LeaseState.DONE, completed_at=now, lease_expires_at=None)
+    )
     return changed == 1
 
 
@@ -131,9 +134,5 @@ def sweep(model: type[LeasedWork], wake: Callable[[object], None]) -> list[objec
             model._default_manager.filter(pk__in=expired, state=LeaseState.PENDING).values_list("pk", flat=True)
         )
         for pk in requeued:
-            transaction.on_commit(lambda pk=pk: wake(pk))
+            transaction.on_commit(partial(wake, pk))
     return requeued
-
-
-def due_pending(model: type[LeasedWork]) -> Q:
-    return Q(state=LeaseState.PENDING, available_at__lte=timezone.now())

@@ -2,14 +2,14 @@
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from .errors import error_response
 from .health import HealthView, healthz
 from .middleware import API_PREFIX
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", include("tess_site.accounts.api.urls")),
     path("", include("approvals_app.api.urls")),
     path("health/", HealthView.as_view(), name="health"),
@@ -24,11 +24,11 @@ urlpatterns = [
 ]
 
 
-def _json_or_default(default_view, code: str, message: str, status: int):  # type: ignore[no-untyped-def]
+def _json_or_default(default_view, code: str, message: str, status: int):
     def handler(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         if request.path.startswith(API_PREFIX):
             return error_response(code, message, status)
-        return default_view(request, *args, **kwargs)  # type: ignore[no-any-return]
+        return default_view(request, *args, **kwargs)
 
     return handler
 

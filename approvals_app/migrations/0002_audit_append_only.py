@@ -32,12 +32,12 @@ DROP FUNCTION IF EXISTS tess_audit_reject_change();
 
 def forward(apps, schema_editor):  # type: ignore[no-untyped-def]
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORWARD)
+        schema_editor.execute(FORWARD, params=None)
 
 
 def backward(apps, schema_editor):  # type: ignore[no-untyped-def]
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(BACKWARD)
+        schema_editor.execute(BACKWARD, params=None)
 
 
 class Migration(migrations.Migration):

@@ -22,7 +22,7 @@ def request_scope(request: Request) -> Scope | None:
             session=getattr(request, "session", None),
             correlation_id=getattr(request._request, "correlation_id", None) or get_correlation_id(),
         )
-    return request._tess_scope  # type: ignore[attr-defined, no-any-return]
+    return request._tess_scope  # type: ignore[attr-defined]
 
 
 class IsTenantMember(BasePermission):

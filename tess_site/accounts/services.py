@@ -51,7 +51,7 @@ def user_ensure(*, username: str, password: str | None = None, staff: bool = Tru
         else:
             user.set_unusable_password()
         user.save()
-    return user, created  # type: ignore[return-value]
+    return user, created
 
 
 @dataclass(frozen=True)

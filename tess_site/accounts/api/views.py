@@ -54,12 +54,14 @@ class TokenExchangeView(APIView):
         tenant = tenants[0]
         scope = Scope(
             tenant=tenant,
-            actor=user,  # type: ignore[arg-type]
+            actor=user,
             channel=Channel.CLI,
             correlation_id=request._request.correlation_id,  # type: ignore[attr-defined]
             roles=selectors.roles_for(user=user, tenant=tenant),
         )
-        issued = services.token_issue(scope=scope, name=data.validated_data["name"], days=data.validated_data.get("days"))
+        issued = services.token_issue(
+            scope=scope, name=data.validated_data["name"], days=data.validated_data.get("days")
+        )
         body = TokenResponseSerializer(
             {
                 "token": issued.plaintext,

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# make run: the embedded default — SQLite under var/, in-process channel layer and tasks, no worker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/venv.sh
+venv_install requirements.txt
+export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-tess_site.settings.dev}"
+mkdir -p var
+.venv/bin/python manage.py migrate --noinput
+.venv/bin/python manage.py tess_demo
+echo "Tess is at http://127.0.0.1:${PORT:-8000}/admin/  (Ctrl-C stops it)"
+exec .venv/bin/python manage.py runserver "127.0.0.1:${PORT:-8000}"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# make test: install, lint, type-check and run the whole suite against real PostgreSQL and Redis.
+# Uses DATABASE_URL/REDIS_URL if set; otherwise the local servers (started if down, or a throwaway
+# PostgreSQL cluster). Only without CI=true may it fall back to SQLite / no Redis, and then it says so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/services.sh
+. scripts/venv.sh
+venv_install requirements-dev.txt
+
+ci=false; [ "${CI:-}" = "true" ] && ci=true
+fallback=()
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  if start_postgres || start_throwaway_postgres; then
+    ensure_database tess
+    export DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/tess"
+  elif $ci; then
+    echo "CI=true and PostgreSQL cannot be found or started: failing instead of falling back." >&2; exit 1
+  else
+    fallback+=("POSTGRESQL")
+  fi
+fi
+if [ -z "${REDIS_URL:-}" ]; then
+  if start_redis; then
+    export REDIS_URL="redis://127.0.0.1:$REDIS_PORT/15"
+  elif $ci; then
+    echo "CI=true and Redis cannot be found or started: failing instead of falling back." >&2; exit 1
+  else
+    fallback+=("REDIS")
+  fi
+fi
+if [ ${#fallback[@]} -gt 0 ]; then
+  echo "WARNING: NO ${fallback[*]} AVAILABLE. FALLING BACK; THE TESTS THAT NEED IT ARE SKIPPED AND LISTED BELOW."
+fi
+echo "database: ${DATABASE_URL:-sqlite (fallback)}; redis: ${REDIS_URL:-none (fallback)}"
+
+echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
+echo "== mypy"; .venv/bin/mypy .
+echo "== pytest"; .venv/bin/pytest "$@"
