@@ -34,3 +34,8 @@ def set_correlation_id(value: str) -> object:
 
 def reset_correlation_id(token: object) -> None:
     _correlation_id.reset(token)  # type: ignore[arg-type]
+
+
+def clear_correlation_id(**kwargs: object) -> None:
+    """Receiver of ``request_finished``: nothing after a request inherits its id."""
+    _correlation_id.set("-")

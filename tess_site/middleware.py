@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 
 from django.http import HttpRequest, HttpResponse
 
-from .context import accept_correlation_id, reset_correlation_id, set_correlation_id
+from .context import accept_correlation_id, set_correlation_id
 from .errors import IdentityFieldForbidden, error_response
 
 logger = logging.getLogger("tess.request")
@@ -35,11 +35,10 @@ class CorrelationIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         correlation_id = accept_correlation_id(request.headers.get(CORRELATION_HEADER))
         request.correlation_id = correlation_id  # type: ignore[attr-defined]
-        token = set_correlation_id(correlation_id)
-        try:
-            response = self.get_response(request)
-        finally:
-            reset_correlation_id(token)
+        # Left bound until request_finished (tess_site.apps), so Django's own response logging, which runs
+        # after the middleware chain, still carries the id.
+        set_correlation_id(correlation_id)
+        response = self.get_response(request)
         response[CORRELATION_HEADER] = correlation_id
         return response
 

@@ -78,6 +78,14 @@ def _allow_flushing_audit_between_transactional_tests(
         ops.sql_flush = original  # type: ignore[method-assign]
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache() -> None:
+    """Throttle counters and other cached state never leak from one test into the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @dataclass
 class Cast:
     acme: Tenant
@@ -159,3 +167,9 @@ def browser_as() -> Callable[[User], APIClient]:
         return client
 
     return make
+
+
+def csrf_token(client: APIClient) -> str:
+    """Load an admin page like a browser does and return the CSRF cookie it sets."""
+    client.get("/admin/")
+    return client.cookies["csrftoken"].value

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from tess_site.audit_port import audit
-from tess_site.errors import Conflict, InvalidInput
+from tess_site.errors import Conflict, Forbidden, InvalidInput
 from tess_site.scope import Channel, Role, Scope
 
 from . import tokens
@@ -60,11 +60,18 @@ class IssuedToken:
     plaintext: str  # shown once, never stored
 
 
-def token_issue(*, scope: Scope, name: str, days: int | None = None) -> IssuedToken:
-    """Make a personal token for the scope's actor in the scope's tenant."""
-    if scope.actor is None:
+def token_issue(*, scope: Scope, name: str, days: int | None = None, holder: User | None = None) -> IssuedToken:
+    """Make a personal token in the scope's tenant for ``holder`` (default: the scope's actor).
+
+    Making a token for someone else needs the admin role (or a system scope, for provisioning), and the
+    holder must be a member of the tenant: a token never grants more than its holder's memberships.
+    """
+    holder = holder or scope.actor
+    if holder is None:
         raise InvalidInput("system scopes cannot hold tokens")
-    if not scope.roles:
+    if holder != scope.actor and not (scope.channel is Channel.SYSTEM or scope.has_role(Role.ADMIN)):
+        raise Forbidden("Only a tenant admin can make a token for someone else.")
+    if not Membership.objects.filter(tenant=scope.tenant, user=holder).exists():
         raise InvalidInput("only members of the tenant can hold its tokens")
     lifetime = days or settings.TESS_TOKEN_DEFAULT_DAYS
     if not 1 <= lifetime <= 366:
@@ -73,13 +80,20 @@ def token_issue(*, scope: Scope, name: str, days: int | None = None) -> IssuedTo
     with transaction.atomic():
         token = PersonalToken.objects.create(
             tenant=scope.tenant,
-            user=scope.actor,
+            user=holder,
             name=name[:100] or "token",
             prefix=prefix,
             token_hash=tokens.digest(plaintext),
             expires_at=timezone.now() + timedelta(days=lifetime),
         )
-        audit(scope, action="token.issue", target_type="token", target_id=str(token.pk), outcome="ok")
+        audit(
+            scope,
+            action="token.issue",
+            target_type="token",
+            target_id=str(token.pk),
+            outcome="ok",
+            metadata={"holder_id": holder.pk, "days": lifetime},
+        )
     return IssuedToken(token=token, plaintext=plaintext)
 
 

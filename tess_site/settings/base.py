@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "guardian",
     "channels",
+    "tess_site",
     "tess_site.accounts",
     "approvals_app",
     "memory_app",

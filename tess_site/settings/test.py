@@ -8,3 +8,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; t
 # Tasks run in the calling process in tests unless a test starts a real worker itself.
 CELERY_TASK_ALWAYS_EAGER = True
 TESS_CHANNEL_PREFIX = "tess-test"
+# Each test starts with an empty cache (tests/conftest.py); a process-local one keeps parallel runs apart.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tess-test"}}
