@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tess_site.settings.test")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
