@@ -19,6 +19,8 @@ from .selectors import roles_for
 
 def admin_tenant_ids(request: HttpRequest) -> list[int] | None:
     """Tenants whose identity records the user may manage here; ``None`` means all (superuser)."""
+    if not request.user.is_authenticated:
+        return []
     if request.user.is_superuser:
         return None
     return list(Membership.objects.filter(user=request.user, role=Role.ADMIN.value).values_list("tenant_id", flat=True))

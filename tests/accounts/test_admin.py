@@ -79,3 +79,12 @@ def test_an_admin_sees_only_its_tenants_tokens(cast, token_for):
     token_for(cast.owner)
     page = admin_client(cast.admin_user).get("/admin/accounts/personaltoken/").content.decode()
     assert "outsider" not in page and "owner" in page
+
+
+def test_the_login_page_renders_for_anonymous_visitors(db):
+    assert Client().get("/admin/login/").status_code == 200
+
+
+@pytest.mark.parametrize("who", ["owner", "approver", "auditor", "admin_user"])
+def test_every_role_can_open_the_admin_index(cast, who):
+    assert admin_client(getattr(cast, who)).get("/admin/").status_code == 200
