@@ -12,6 +12,9 @@ from .middleware import API_PREFIX
 api_v1: list[URLPattern | URLResolver] = [
     path("", include("tess_site.accounts.api.urls")),
     path("", include("approvals_app.api.urls")),
+    path("", include("approvals_app.api.card_urls")),
+    path("", include("memory_app.api.urls")),
+    path("", include("sessions_app.api.urls")),
     path("health/", HealthView.as_view(), name="health"),
 ]
 
