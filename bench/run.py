@@ -1,16 +1,16 @@
 """Performance figures, each a ratio against a baseline measured in the same run on the same machine.
 
-Run with ``make bench`` (real PostgreSQL; a throwaway database ``tess_bench``). Ratios, not seconds,
-are the figures to compare between runs and machines.
+``make bench`` runs every ``bench/b_*.py`` module's ``run()`` (or only those named in ``BENCH_ONLY``,
+comma-separated, e.g. ``BENCH_ONLY=foundation``) against real PostgreSQL in a throwaway database, and
+prints one table. Ratios, not seconds, are the figures to compare between runs and machines.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
-import statistics
-import time
-from collections.abc import Callable
+import pkgutil
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tess_site.settings.test")
 
@@ -19,107 +19,30 @@ import django
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
-from django.test import Client  # noqa: E402
+from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
-from django.utils import timezone  # noqa: E402
 
-from approvals_app.services import record_audit  # noqa: E402
-from tess_site.accounts import services as accounts  # noqa: E402
-from tess_site.accounts.models import PersonalToken  # noqa: E402
-from tess_site.accounts.selectors import roles_for  # noqa: E402
-from tess_site.scope import Channel, Role, Scope  # noqa: E402
-
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-N = int(os.environ.get("BENCH_N", "300"))
-
-
-def per_op_us(fn: Callable[[], object], n: int = N) -> float:
-    """Median over ROUNDS of the mean time of one call, in microseconds."""
-    samples = []
-    for _ in range(ROUNDS):
-        started = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - started) / n * 1e6)
-    return statistics.median(samples)
+import bench  # noqa: E402
+from bench.common import ROUNDS, Row  # noqa: E402
 
 
 def main() -> None:
-    logging.disable(logging.WARNING)  # 400s are the point of the third figure; keep the table readable
+    logging.disable(logging.WARNING)  # refused requests are part of some figures; keep the table readable
     setup_test_environment()
     call_command("migrate", verbosity=0)
-    tenant = accounts.tenant_create(slug=f"bench-{int(time.time())}")
-    user, _ = accounts.user_ensure(username=f"bench-{tenant.pk}", password="bench-pass-1234")
-    accounts.membership_grant(tenant=tenant, user=user, role=Role.OPERATOR)
-    scope = Scope(
-        tenant=tenant,
-        actor=user,
-        channel=Channel.CLI,
-        correlation_id="bench-run-0001",
-        roles=roles_for(user=user, tenant=tenant),
-    )
-    token = accounts.token_issue(scope=scope, name="bench").plaintext
-    token_row = PersonalToken.objects.get(user=user)
-
-    rows: list[tuple[str, str, float, float]] = []
-
-    # 1. Appending to the audit chain (lock the head, hash, insert, move the head) against the plainest
-    #    committed single-row write on the same database.
-    def plain_write() -> None:
-        with transaction.atomic():
-            PersonalToken.objects.filter(pk=token_row.pk).update(last_used_at=timezone.now())
-
-    def audit_append() -> None:
-        record_audit(scope, action="bench.append", target_type="bench", target_id="1", outcome="ok", metadata={"n": 1})
-
-    rows.append(
-        (
-            "audit append (hash-chained, locked)",
-            "single-row UPDATE in a transaction",
-            per_op_us(plain_write),
-            per_op_us(audit_append),
+    only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
+    rows: list[Row] = []
+    for module in sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("b_")):
+        if only and module.removeprefix("b_") not in only:
+            continue
+        rows.extend(importlib.import_module(f"bench.{module}").run())
+    print(f"\nTess benchmarks on {connection.vendor} ({ROUNDS} rounds)\n")
+    print(f"{'measured':<44} {'baseline':<42} {'baseline':>10} {'value':>10} {'ratio':>7}")
+    for row in rows:
+        print(
+            f"{row.name:<44} {row.baseline_name:<42} {row.baseline:>8.1f}{row.unit:>2} {row.value:>8.1f}{row.unit:>2}"
+            f" {row.ratio:>6.2f}x"
         )
-    )
-
-    # 2. An authenticated, scoped API read against the unauthenticated liveness probe: the cost of
-    #    token lookup, membership roles and the identity-field check on every request.
-    client = Client()
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-
-    def healthz() -> None:
-        client.get("/healthz")
-
-    def me() -> None:
-        assert client.get("/api/v1/me/", **auth).status_code == 200
-
-    rows.append(("GET /api/v1/me/ with a token", "GET /healthz", per_op_us(healthz), per_op_us(me)))
-
-    # 3. The identity-field refusal on a 10 kB JSON body against reading the same body through DRF only.
-    body = {"items": [{"name": f"item-{i}", "value": "x" * 40} for i in range(150)]}
-
-    def refused() -> None:
-        assert (
-            client.post("/api/v1/me/tenant/", {**body, "owner": 1}, content_type="application/json", **auth).status_code
-            == 400
-        )
-
-    def parsed() -> None:
-        client.post("/api/v1/me/tenant/", body, content_type="application/json", **auth)
-
-    rows.append(
-        (
-            "refusing identity in a 10 kB body",
-            "the same body through auth and the view",
-            per_op_us(parsed, N // 3),
-            per_op_us(refused, N // 3),
-        )
-    )
-
-    print(f"\nTess benchmarks on {connection.vendor} ({ROUNDS} rounds, median of means)\n")
-    print(f"{'measured':<40} {'baseline':<38} {'base µs':>9} {'µs':>9} {'ratio':>7}")
-    for name, base_name, base, value in rows:
-        print(f"{name:<40} {base_name:<38} {base:>9.1f} {value:>9.1f} {value / base:>6.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""Shared by the benchmark modules: timing and the row every figure is printed as."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure: ``value`` measured beside ``baseline`` in the same run (same unit)."""
+
+    name: str
+    baseline_name: str
+    baseline: float
+    value: float
+    unit: str = "µs"
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.baseline if self.baseline else float("inf")
+
+
+def per_op_us(fn: Callable[[], object], n: int) -> float:
+    """Median over ROUNDS of the mean time of one call, in microseconds."""
+    samples = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - started) / n * 1e6)
+    return statistics.median(samples)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
