@@ -216,3 +216,9 @@ LOGGING = {
         "daphne": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
+
+# --- runtime providers ------------------------------------------------------------------------------
+# Named instances: {"name": {"kind": "tmux", ...kind-specific config}}. JSON in TESS_RUNTIME_PROVIDERS.
+import json as _json  # noqa: E402
+
+TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RUNTIME_PROVIDERS", "{}") or "{}")

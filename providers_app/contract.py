@@ -1,0 +1,229 @@
+"""The AgentRuntimeProvider contract: what every runtime (tmux, pi, Hermes, Matrix) offers Tess.
+
+It is separate from model completion (``providers_app.models_adapters``, later): a runtime is where an
+agent's session lives; Tess lists, streams, sends to, attaches to and — after approval — terminates it.
+Every call takes the server-derived Scope (which carries the correlation id). Results are normalized
+dataclasses; nothing provider-specific leaks past this module. An operation a provider does not offer
+raises ``CapabilityUnsupported``: nothing is emulated silently (seed 001, "fail closed").
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from rest_framework import status
+
+from tess_site.errors import TessError
+from tess_site.scope import Scope
+
+# --- typed errors --------------------------------------------------------------------------------
+
+
+class ProviderError(TessError):
+    code = "provider_error"
+    status_code: int = status.HTTP_502_BAD_GATEWAY
+    default_message = "The runtime provider failed."
+
+
+class CapabilityUnsupported(ProviderError):
+    code = "capability_unsupported"
+    status_code = status.HTTP_501_NOT_IMPLEMENTED
+    default_message = "This runtime provider does not support that operation."
+
+
+class RuntimeNotFound(ProviderError):
+    code = "runtime_not_found"
+    status_code = status.HTTP_404_NOT_FOUND
+    default_message = "No such runtime session."
+
+
+class ApprovalRequired(ProviderError):
+    code = "approval_required"
+    status_code = status.HTTP_403_FORBIDDEN
+    default_message = "This action needs an approved, unused approval for exactly this session and action."
+
+
+class ProviderUnavailable(ProviderError):
+    """Transient: the runtime could not be reached. Tasks retry these with backoff."""
+
+    code = "provider_unavailable"
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_message = "The runtime provider is unavailable; try again shortly."
+
+
+class ProviderConflict(ProviderError):
+    code = "provider_conflict"
+    status_code = status.HTTP_409_CONFLICT
+    default_message = "The runtime is not in a state that allows this."
+
+
+class AttachmentRequired(ProviderError):
+    code = "interactive_attachment_required"
+    status_code = status.HTTP_409_CONFLICT
+    default_message = "Raw input needs an interactive attachment; attach with mode 'interactive' first."
+
+
+# --- vocabulary ------------------------------------------------------------------------------------
+
+
+class Operation(StrEnum):
+    LIST = "list_sessions"
+    TREE = "get_session_tree"
+    STREAM = "stream_session"
+    SEND = "send_message"
+    ATTACH = "attach"
+    DETACH = "detach"
+    TERMINATE = "terminate"
+    START = "start_session"
+
+
+class AttachMode(StrEnum):
+    READ_ONLY = "read_only"
+    INTERACTIVE = "interactive"
+
+
+@dataclass(frozen=True)
+class RuntimeRef:
+    """Where a runtime session lives: a configured provider instance and the provider's exact id.
+
+    ``runtime_id`` is exact (tmux ``$3``, a pi session file id, a Matrix room id), never a name prefix.
+    ``identity`` pins what the id meant when it was bound (for tmux: socket, server pid, session creation
+    time), so a recycled id on a restarted server is not mistaken for the old session.
+    """
+
+    instance: str
+    runtime_id: str
+    identity: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    kind: str
+    instance: str
+    operations: frozenset[Operation]
+    attach_modes: frozenset[AttachMode] = frozenset({AttachMode.READ_ONLY})
+    cursor: str = "opaque"  # how the stream cursor is defined, e.g. "byte offset of the pane log"
+
+    def supports(self, operation: Operation) -> bool:
+        return operation in self.operations
+
+
+@dataclass(frozen=True)
+class ProviderHealth:
+    ok: bool
+    kind: str
+    instance: str
+    detail: dict[str, Any] = field(default_factory=dict)  # never credentials
+    heartbeat_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeSession:
+    ref: RuntimeRef
+    title: str
+    status: str  # "running", "exited", "unknown"
+    created_at: datetime | None = None
+    last_activity_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeNode:
+    """One node of a session tree (tmux: session → windows → panes; pi: entries by parentId)."""
+
+    id: str
+    kind: str
+    title: str
+    children: tuple[RuntimeNode, ...] = ()
+    active: bool = False
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """Output between two cursors. Reading from ``next_cursor`` continues exactly where this ended."""
+
+    data: str
+    cursor: str
+    next_cursor: str
+
+
+@dataclass(frozen=True)
+class StreamPage:
+    chunks: tuple[OutputChunk, ...]
+    next_cursor: str
+    ended: bool = False  # the runtime is gone and nothing more will come
+
+
+@dataclass(frozen=True)
+class SendResult:
+    delivered: bool
+    provider_message_id: str = ""
+    replayed: bool = False  # the provider saw this idempotency key before and did nothing new
+
+
+@dataclass(frozen=True)
+class Attachment:
+    ref: RuntimeRef
+    mode: AttachMode
+
+
+# --- the contract ----------------------------------------------------------------------------------
+
+
+class AgentRuntimeProvider(ABC):
+    """Base of every runtime provider. Subclasses implement what they support and nothing else.
+
+    Unimplemented operations raise ``CapabilityUnsupported`` by default, so a provider fails closed
+    unless it deliberately offers an operation.
+    """
+
+    kind: str = ""
+
+    def __init__(self, *, name: str, config: dict[str, Any]) -> None:
+        self.name = name
+        self.config = config
+
+    def _unsupported(self, operation: Operation) -> CapabilityUnsupported:
+        return CapabilityUnsupported(
+            f"The {self.kind} provider {self.name!r} does not support {operation.value}.",
+            details={"provider": self.name, "kind": self.kind, "operation": operation.value},
+        )
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abstractmethod
+    def health(self) -> ProviderHealth: ...
+
+    def list_sessions(self, scope: Scope) -> list[RuntimeSession]:
+        raise self._unsupported(Operation.LIST)
+
+    def get_session_tree(self, scope: Scope, ref: RuntimeRef | None = None) -> list[RuntimeNode]:
+        raise self._unsupported(Operation.TREE)
+
+    def stream_session(self, ref: RuntimeRef, cursor: str | None, scope: Scope, *, limit: int = 65536) -> StreamPage:
+        raise self._unsupported(Operation.STREAM)
+
+    def send_message(self, ref: RuntimeRef, message: str, idempotency_key: str, scope: Scope) -> SendResult:
+        raise self._unsupported(Operation.SEND)
+
+    def attach(self, ref: RuntimeRef, mode: AttachMode, scope: Scope) -> Attachment:
+        raise self._unsupported(Operation.ATTACH)
+
+    def detach(self, ref: RuntimeRef, scope: Scope) -> None:
+        raise self._unsupported(Operation.DETACH)
+
+    def terminate(self, ref: RuntimeRef, approval_ref: str, scope: Scope) -> None:
+        """Callers verify the approval first (sessions_app); providers still refuse an empty reference."""
+        raise self._unsupported(Operation.TERMINATE)
+
+    def start_session(self, scope: Scope, *, title: str) -> RuntimeSession:
+        """Start a new runtime session with the instance's configured command (never a client's)."""
+        raise self._unsupported(Operation.START)
+
+    def require(self, operation: Operation) -> None:
+        if not self.capabilities().supports(operation):
+            raise self._unsupported(operation)
