@@ -37,4 +37,5 @@ echo "database: ${DATABASE_URL:-sqlite (fallback)}; redis: ${REDIS_URL:-none (fa
 
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy .
+echo "== import-linter"; .venv/bin/lint-imports --no-cache
 echo "== pytest"; .venv/bin/pytest "$@"
