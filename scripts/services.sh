@@ -53,3 +53,13 @@ ensure_database() {
   psql -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$name'" 2>/dev/null |
     grep -q 1 || createdb -h "$PG_HOST" -p "$PG_PORT" -U postgres "$name"
 }
+
+# Test databases are named test_<db>_<pid> (tess_site/settings/test.py); drop those whose process is gone.
+drop_stale_test_databases() {
+  local name pid
+  for name in $(psql -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -tAc \
+    "SELECT datname FROM pg_database WHERE datname ~ '^test_tess.*_[0-9]+$'" 2>/dev/null); do
+    pid=${name##*_}
+    kill -0 "$pid" 2>/dev/null || dropdb -h "$PG_HOST" -p "$PG_PORT" -U postgres --if-exists "$name" 2>/dev/null || true
+  done
+}

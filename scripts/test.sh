@@ -14,6 +14,7 @@ fallback=()
 if [ -z "${DATABASE_URL:-}" ]; then
   if start_postgres || start_throwaway_postgres; then
     ensure_database tess
+    drop_stale_test_databases
     export DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/tess"
   elif $ci; then
     echo "CI=true and PostgreSQL cannot be found or started: failing instead of falling back." >&2; exit 1
