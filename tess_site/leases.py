@@ -11,8 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from datetime import timedelta
+from functools import partial
 from typing import TypeVar
 
 from django.conf import settings

@@ -31,7 +31,10 @@ def _walk(patterns: list[URLPattern | URLResolver], prefix: str = "") -> Iterato
 
 def _concrete(route: str) -> str:
     route = route.lstrip("^").rstrip("$")
-    return "/" + re.sub(r"<(?:(\w+):)?\w+>", lambda m: _CONVERTERS[m.group(1) or "str"], route)
+    def sample(match: re.Match[str]) -> str:
+        return _CONVERTERS[match.group(1) or "str"]
+
+    return "/" + re.sub(r"<(?:(\w+):)?\w+>", sample, route)
 
 
 API_ROUTES = sorted({_concrete(r) for r in _walk(get_resolver().url_patterns) if r.startswith("api/")})
