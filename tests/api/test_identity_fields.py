@@ -31,6 +31,7 @@ def _walk(patterns: list[URLPattern | URLResolver], prefix: str = "") -> Iterato
 
 def _concrete(route: str) -> str:
     route = route.lstrip("^").rstrip("$")
+
     def sample(match: re.Match[str]) -> str:
         return _CONVERTERS[match.group(1) or "str"]
 
