@@ -57,7 +57,7 @@ class TenantAdmin(admin.ModelAdmin):
 @admin.register(Membership)
 class MembershipAdmin(TenantAdminMixin, admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
-    list_filter = ["role", "tenant"]
+    list_filter = ["role", ("tenant", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["user__username", "tenant__slug"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -88,7 +88,7 @@ class TokenAddForm(forms.ModelForm):
 @admin.register(PersonalToken)
 class PersonalTokenAdmin(TenantAdminMixin, admin.ModelAdmin):
     list_display = ["name", "user", "tenant", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
-    list_filter = ["tenant"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "user__username", "prefix"]
     readonly_fields = ["tenant", "user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
     exclude = ["token_hash"]
@@ -148,5 +148,5 @@ class PersonalTokenAdmin(TenantAdminMixin, admin.ModelAdmin):
 @admin.register(ExternalIdentity)
 class ExternalIdentityAdmin(TenantAdminMixin, admin.ModelAdmin):
     list_display = ["provider", "external_id", "user", "tenant", "linked_at"]
-    list_filter = ["provider", "tenant"]
+    list_filter = ["provider", ("tenant", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["external_id", "user__username"]

@@ -88,3 +88,10 @@ def test_the_login_page_renders_for_anonymous_visitors(db):
 @pytest.mark.parametrize("who", ["owner", "approver", "auditor", "admin_user"])
 def test_every_role_can_open_the_admin_index(cast, who):
     assert admin_client(getattr(cast, who)).get("/admin/").status_code == 200
+
+
+def test_the_tenant_filter_names_only_the_admins_tenants(cast, token_for):
+    token_for(cast.outsider, cast.globex)
+    token_for(cast.owner)
+    page = admin_client(cast.admin_user).get("/admin/accounts/membership/").content.decode()
+    assert "globex" not in page.lower()
