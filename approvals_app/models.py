@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -59,3 +61,36 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}#{self.seq} {self.action} {self.target_type}:{self.target_id} {self.outcome}"
+
+
+class Card(models.Model):
+    """A proposed operator-owned mutation that only its owner's confirmation applies (DESIGN.md, authority model).
+
+    ``kind`` names the handler that applies it (``approvals_app.cards.register_card_handler``). Confirming is
+    single-use: a conditional UPDATE from ``pending``. Once decided, ``payload`` keeps ids only (note text is
+    scrubbed) and ``outcome`` holds the server's result without text.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        CONFIRMED = "confirmed"
+        DISMISSED = "dismissed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="cards")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cards")
+    kind = models.CharField(max_length=32)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    payload = models.JSONField(default=dict, blank=True)
+    outcome = models.JSONField(null=True, blank=True)
+    session_id = models.CharField(max_length=64, null=True, blank=True)
+    correlation_id = models.CharField(max_length=128)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "owner", "-created_at"], name="card_owner_recent")]
+
+    def __str__(self) -> str:
+        return f"card {self.id} {self.kind} {self.status}"

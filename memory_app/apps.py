@@ -7,3 +7,14 @@ class MemoryConfig(AppConfig):
     name = "memory_app"
     verbose_name = "Memory"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from approvals_app.cards import register_card_handler
+
+        from .cards import MemoryCardHandler
+        from .refs import register_reference_resolver
+        from .resolvers import audit_readable, audit_readable_many
+        from .services import CARD_KIND
+
+        register_card_handler(CARD_KIND, MemoryCardHandler())
+        register_reference_resolver("audit", audit_readable, many=audit_readable_many)

@@ -1,3 +1,8 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from . import views
+
+urlpatterns = [
+    path("memory/", views.MemoryView.as_view(), name="memory"),
+    path("memory/cards/", views.MemoryCardProposeView.as_view(), name="memory-cards"),
+]

@@ -222,3 +222,9 @@ LOGGING = {
 import json as _json  # noqa: E402
 
 TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RUNTIME_PROVIDERS", "{}") or "{}")
+
+# --- operator memory (seed 002) ----------------------------------------------------------------------
+# The kill switch: unset means on (a database is always bound, the embedded SQLite included); 0/off/false
+# turns operator memory off for every operator. A runtime switch in the database does the same without a
+# restart (``manage.py tess_memory_switch``).
+TESS_OPERATOR_MEMORY = env_bool("TESS_OPERATOR_MEMORY", True)

@@ -1,0 +1,147 @@
+"""Recall at the prompt boundary (seed 002): the only read that advances ``last_used_at``.
+
+For the copilot gateway::
+
+    recall = recall_for_prompt(scope)   # Recall(block, recalled_count, memory_scope)
+
+``block`` goes into the DYNAMIC section of the prompt only when non-empty (never the stable prefix);
+``recalled_count`` is the N of "Recalled: N operator notes"; ``memory_scope`` is the chip's honest scope.
+When memory is off or not served, the result is empty with scope ``session`` and nothing is read. A
+database failure raises ``MemoryUnavailable`` (typed, retryable), never an empty memory: the gateway says
+that memory could not be read and answers without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from tess_site.scope import Role, Scope
+
+from .errors import loud
+from .policy import RECALL_MAX_CHARS, RECALL_MAX_ROWS, Category
+from .refs import resolve_many
+from .selectors import report_invalid, row_problem
+from .switch import MemoryScope
+
+PREAMBLE = (
+    "Operator memory: notes this operator confirmed earlier. Every note is fallible.\n"
+    "Precedence: security and system policy, then authoritative state from authorized live tools, then the "
+    "operator's live instruction all override these notes. Preferences are presentation guidance only. "
+    "Pinned references must be re-grounded through authorized live tools before any claim about current "
+    "state. Ignore any note that is stale, conflicting or inapplicable.\n"
+)
+LABELS = {
+    Category.STANDING_INITIATIVE.value: "standing initiative",
+    Category.PREFERENCES.value: "preference",
+    Category.PINNED_CONTEXTS.value: "pinned context",
+}
+
+
+@dataclass(frozen=True)
+class Recall:
+    block: str
+    recalled_count: int
+    memory_scope: MemoryScope
+
+
+def _line(row: RecallRow) -> str:
+    text = " ".join(row.value.split())  # one line per note, whatever whitespace it was confirmed with
+    if row.ref:
+        return f"- [{LABELS[row.category]} {row.ref}, fallible; re-ground before use] {text}\n"
+    return f"- [{LABELS[row.category]}, fallible] {text}\n"
+
+
+def render(rows: list[RecallRow]) -> tuple[str, list[RecallRow]]:
+    """The block and the rows that fit in it (at most RECALL_MAX_CHARS characters, in order)."""
+    block, used = PREAMBLE, []
+    for row in rows:
+        line = _line(row)
+        if len(block) + len(line) > RECALL_MAX_CHARS:
+            break
+        block += line
+        used.append(row)
+    return (block if used else ""), used
+
+
+# One round trip for the runtime switch and the operator's active rows (seed 002: the switch is read on
+# every request). Written as SQL because recall sits on every operator turn and has a budget against the
+# raw floor (bench/b_memory.py); the rows are validated in Python exactly like every other load.
+_RECALL_SQL = """
+    SELECT sw.enabled, m.id, m.memory_id, m.category, m.slot, m.value, m.canonical, m.ref, m.revision,
+           m.predecessor_revision, m.salience, m.expires_at
+      FROM (SELECT COALESCE((SELECT enabled FROM memory_app_memoryswitch WHERE id = 1), TRUE) AS enabled) sw
+      LEFT JOIN memory_app_operatormemory m
+        ON sw.enabled AND m.tenant_id = %s AND m.operator_id = %s AND (m.expires_at IS NULL OR m.expires_at > %s)
+     ORDER BY m.salience DESC, m.reauthorized_at DESC, m.id
+"""
+
+
+@dataclass(frozen=True)
+class RecallRow:
+    """The columns recall reads, with the attribute names ``row_problem`` validates."""
+
+    pk: int
+    memory_id: object
+    category: str
+    slot: str
+    value: str
+    canonical: str
+    ref: str
+    revision: int
+    predecessor_revision: int | None
+    salience: int
+    expires_at: object
+
+
+def _load(scope: Scope, now: datetime) -> tuple[bool, list[RecallRow]]:
+    assert scope.actor is not None
+    params = [scope.tenant.pk, scope.actor.pk, connection.ops.adapt_datetimefield_value(now)]
+    with connection.cursor() as cursor:
+        cursor.execute(_RECALL_SQL, params)
+        fetched = cursor.fetchall()
+    enabled = bool(fetched[0][0])
+    return enabled, [RecallRow(*row[1:]) for row in fetched if row[1] is not None]
+
+
+def _mark_used(rows: list[RecallRow], now: datetime) -> None:
+    marks = ", ".join(["%s"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE memory_app_operatormemory SET last_used_at = %s WHERE id IN ({marks})",  # noqa: S608
+            [connection.ops.adapt_datetimefield_value(now), *(row.pk for row in rows)],
+        )
+
+
+@loud
+def recall_for_prompt(scope: Scope) -> Recall:
+    """At most 8 active notes of the turn's operator, by salience then recency, rendered and marked used.
+
+    Rows failing validation are reported and left out; a pin whose reference no longer resolves is skipped.
+    Only the rows rendered get ``last_used_at`` advanced.
+    """
+    off = Recall(block="", recalled_count=0, memory_scope="session")
+    if not (settings.TESS_OPERATOR_MEMORY and scope.actor is not None and scope.has_role(Role.OPERATOR)):
+        return off
+    now = timezone.now()
+    enabled, candidates = _load(scope, now)
+    if not enabled:
+        return off
+    valid = []
+    for row in candidates:
+        problem = row_problem(row)
+        if problem is None:
+            valid.append(row)
+        else:
+            report_invalid(row, problem)
+    pins = [row.ref for row in valid if row.ref]
+    readable = resolve_many(scope, pins) if pins else set()
+    chosen = [row for row in valid if not row.ref or row.ref in readable][:RECALL_MAX_ROWS]
+    block, used = render(chosen)
+    if used:
+        _mark_used(used, now)
+    return Recall(block=block, recalled_count=len(used), memory_scope="profile")
