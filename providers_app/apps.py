@@ -7,3 +7,9 @@ class ProvidersConfig(AppConfig):
     name = "providers_app"
     verbose_name = "Runtime providers"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from .registry import register_runtime_provider
+        from .tmux import TmuxProvider
+
+        register_runtime_provider(TmuxProvider.kind, TmuxProvider)

@@ -148,6 +148,7 @@ class OutputChunk:
     data: str
     cursor: str
     next_cursor: str
+    source: str = ""  # the provider's exact id of where it came from (tmux: the pane, "%5"); opaque
 
 
 @dataclass(frozen=True)

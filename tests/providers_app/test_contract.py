@@ -1,0 +1,291 @@
+"""The AgentRuntimeProvider contract: every provider kind in ``conftest.HARNESSES`` must pass all of it.
+
+Each test runs against a real peer (tmux: a real server on a private socket). Waits are polls with a
+deadline (``wait_for``); nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from providers_app.contract import (
+    AgentRuntimeProvider,
+    ApprovalRequired,
+    AttachMode,
+    Capabilities,
+    CapabilityUnsupported,
+    Operation,
+    OutputChunk,
+    ProviderHealth,
+    RuntimeNotFound,
+    RuntimeRef,
+    StreamPage,
+)
+from tess_site.scope import Scope
+
+from .conftest import Harness, wait_for
+
+PAYLOAD = ("héllo wörld ✓ 🎉 ünïcode\tline\r\n" * 60 + "the end").encode()
+
+
+def read_until(
+    provider: AgentRuntimeProvider, ref: RuntimeRef, scope: Scope, cursor: str | None, size: int, limit: int
+) -> tuple[list[OutputChunk], str]:
+    """Page through the stream from ``cursor`` until ``size`` bytes arrived; the chunks and the last cursor."""
+    chunks: list[OutputChunk] = []
+    state: dict[str, Any] = {"cursor": cursor, "bytes": 0}
+
+    def step() -> bool:
+        while state["bytes"] < size:  # page on at once while pages bring something; wait only when dry
+            page = provider.stream_session(ref, state["cursor"], scope, limit=limit)
+            chunks.extend(page.chunks)
+            state["bytes"] += sum(len(chunk.data.encode()) for chunk in page.chunks)
+            state["cursor"] = page.next_cursor
+            if not page.chunks:
+                return False
+        return True
+
+    wait_for(step, f"{size} bytes of output")
+    return chunks, state["cursor"]
+
+
+def read_to_the_end(provider: AgentRuntimeProvider, ref: RuntimeRef, scope: Scope) -> StreamPage:
+    """The whole stream in one page, once the provider says it has ended."""
+
+    def ended() -> StreamPage | None:
+        page = provider.stream_session(ref, None, scope)
+        return page if page.ended else None
+
+    return wait_for(ended, "the stream to end")
+
+
+def listed_ids(provider: AgentRuntimeProvider, scope: Scope) -> list[str]:
+    return [session.ref.runtime_id for session in provider.list_sessions(scope)]
+
+
+# --- capabilities and health -------------------------------------------------------------------------
+
+
+def test_it_describes_itself_and_reports_a_heartbeat(runtime: Harness, system_scope: Scope) -> None:
+    runtime.start(system_scope, "alpha")
+    capabilities = runtime.provider.capabilities()
+    health = runtime.provider.health()
+
+    assert capabilities.kind == runtime.provider.kind
+    assert capabilities.instance == runtime.name
+    assert AttachMode.READ_ONLY in capabilities.attach_modes
+    assert health.ok
+    assert (health.kind, health.instance) == (runtime.provider.kind, runtime.name)
+    assert health.heartbeat_at is not None
+
+
+# --- list and tree -----------------------------------------------------------------------------------
+
+
+def test_it_lists_a_started_session_under_its_exact_reference(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+
+    sessions = runtime.provider.list_sessions(system_scope)
+
+    assert [session.ref for session in sessions] == [ref]
+    assert sessions[0].title == "alpha"
+    assert sessions[0].status == "running"
+    assert ref.instance == runtime.name
+
+
+def test_the_tree_shows_the_session_with_its_windows_and_panes(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    runtime.start(system_scope, "beta")
+
+    tree = runtime.provider.get_session_tree(system_scope, ref)
+    everything = runtime.provider.get_session_tree(system_scope)
+
+    assert [node.id for node in tree] == [ref.runtime_id]
+    assert len(everything) == 2
+    session = tree[0]
+    assert session.title == "alpha"
+    assert session.children, "a session has at least one child"
+    active = [child for child in session.children if child.active]
+    assert len(active) == 1, "exactly one active child"
+    assert all(len([leaf for leaf in child.children if leaf.active]) <= 1 for child in session.children)
+
+
+# --- the stream --------------------------------------------------------------------------------------
+
+
+def test_small_pages_reassemble_the_output_exactly(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    runtime.emit(ref, PAYLOAD)
+
+    chunks, _ = read_until(runtime.provider, ref, system_scope, None, len(PAYLOAD), limit=7)
+
+    assert "".join(chunk.data for chunk in chunks) == PAYLOAD.decode()
+    assert all(len(chunk.data.encode()) <= 7 for chunk in chunks)
+    assert all(earlier.next_cursor == later.cursor for earlier, later in itertools.pairwise(chunks))
+
+
+def test_resuming_from_a_middle_cursor_continues_exactly(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    runtime.emit(ref, PAYLOAD)
+    chunks, end = read_until(runtime.provider, ref, system_scope, None, len(PAYLOAD), limit=100)
+    middle = len(chunks) // 2
+    already = "".join(chunk.data for chunk in chunks[: middle + 1])
+
+    rest, _ = read_until(
+        runtime.provider, ref, system_scope, chunks[middle].next_cursor, len(PAYLOAD) - len(already.encode()), 13
+    )
+
+    assert already + "".join(chunk.data for chunk in rest) == PAYLOAD.decode()
+    assert runtime.provider.stream_session(ref, end, system_scope).chunks == ()
+
+
+def test_output_written_later_follows_the_cursor_without_gaps_or_repeats(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    runtime.emit(ref, b"first part|")
+    first, cursor = read_until(runtime.provider, ref, system_scope, None, len(b"first part|"), limit=5)
+    runtime.emit(ref, "second pärt".encode())
+
+    second, _ = read_until(runtime.provider, ref, system_scope, cursor, len("second pärt".encode()), limit=5)
+
+    assert "".join(chunk.data for chunk in first) == "first part|"
+    assert "".join(chunk.data for chunk in second) == "second pärt"
+
+
+def test_a_malformed_cursor_is_refused(runtime: Harness, system_scope: Scope) -> None:
+    from tess_site.errors import InvalidInput
+
+    ref = runtime.start(system_scope, "alpha")
+
+    with pytest.raises(InvalidInput):
+        runtime.provider.stream_session(ref, "not a cursor", system_scope)
+
+
+# --- send, attach, terminate -------------------------------------------------------------------------
+
+
+def test_a_sent_message_arrives_in_the_runtime_once(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+
+    result = runtime.provider.send_message(ref, "hello wörld", "key-1", system_scope)
+
+    assert result.delivered
+    assert wait_for(lambda: runtime.received(ref), "the message to arrive") == "hello wörld\n"
+
+
+def test_attach_gives_every_declared_mode_and_detach_ends_it(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    modes = runtime.provider.capabilities().attach_modes
+
+    for mode in modes:
+        attachment = runtime.provider.attach(ref, mode, system_scope)
+        assert (attachment.ref, attachment.mode) == (ref, mode)
+        runtime.provider.detach(ref, system_scope)
+    for mode in set(AttachMode) - modes:
+        with pytest.raises(CapabilityUnsupported):
+            runtime.provider.attach(ref, mode, system_scope)
+
+
+@pytest.mark.parametrize("approval_ref", ["", "   "])
+def test_terminate_is_refused_without_an_approval_reference(
+    runtime: Harness, system_scope: Scope, approval_ref: str
+) -> None:
+    ref = runtime.start(system_scope, "alpha")
+
+    with pytest.raises(ApprovalRequired):
+        runtime.provider.terminate(ref, approval_ref, system_scope)
+
+    assert listed_ids(runtime.provider, system_scope) == [ref.runtime_id]
+
+
+def test_terminate_with_an_approval_reference_ends_only_that_session(runtime: Harness, system_scope: Scope) -> None:
+    doomed = runtime.start(system_scope, "alpha")
+    kept = runtime.start(system_scope, "beta")
+    runtime.emit(doomed, b"last words")
+    read_until(runtime.provider, doomed, system_scope, None, len(b"last words"), limit=64)
+
+    runtime.provider.terminate(doomed, "approval-1", system_scope)
+
+    assert listed_ids(runtime.provider, system_scope) == [kept.runtime_id]
+    with pytest.raises(RuntimeNotFound):
+        runtime.provider.send_message(doomed, "anyone?", "key-2", system_scope)
+    with pytest.raises(RuntimeNotFound):
+        runtime.provider.terminate(doomed, "approval-1", system_scope)
+    assert (
+        "".join(chunk.data for chunk in read_to_the_end(runtime.provider, doomed, system_scope).chunks) == "last words"
+    )
+    assert not runtime.provider.stream_session(kept, None, system_scope).ended
+
+
+# --- failing closed ----------------------------------------------------------------------------------
+
+
+class CapabilitiesOnly(AgentRuntimeProvider):
+    """A provider that implements nothing beyond the two required operations."""
+
+    kind = "bare"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(kind=self.kind, instance=self.name, operations=frozenset())
+
+    def health(self) -> ProviderHealth:
+        return ProviderHealth(ok=True, kind=self.kind, instance=self.name)
+
+
+REF = RuntimeRef(instance="bare", runtime_id="x")
+CALLS: dict[Operation, Callable[[AgentRuntimeProvider, Scope], object]] = {
+    Operation.LIST: lambda provider, scope: provider.list_sessions(scope),
+    Operation.TREE: lambda provider, scope: provider.get_session_tree(scope),
+    Operation.STREAM: lambda provider, scope: provider.stream_session(REF, None, scope),
+    Operation.SEND: lambda provider, scope: provider.send_message(REF, "hi", "key", scope),
+    Operation.ATTACH: lambda provider, scope: provider.attach(REF, AttachMode.READ_ONLY, scope),
+    Operation.DETACH: lambda provider, scope: provider.detach(REF, scope),
+    Operation.TERMINATE: lambda provider, scope: provider.terminate(REF, "approval-1", scope),
+    Operation.START: lambda provider, scope: provider.start_session(scope, title="t"),
+}
+
+
+def test_every_operation_has_a_fail_closed_check_here() -> None:
+    assert set(CALLS) == set(Operation)
+
+
+@pytest.mark.parametrize("operation", list(Operation))
+def test_an_operation_a_provider_does_not_implement_fails_closed(operation: Operation, system_scope: Scope) -> None:
+    provider = CapabilitiesOnly(name="bare", config={})
+
+    with pytest.raises(CapabilityUnsupported) as refused:
+        CALLS[operation](provider, system_scope)
+    with pytest.raises(CapabilityUnsupported):
+        provider.require(operation)
+
+    assert refused.value.details == {"provider": "bare", "kind": "bare", "operation": operation.value}
+    assert provider.health().ok
+
+
+# --- named instances ---------------------------------------------------------------------------------
+
+
+def test_two_named_instances_never_see_each_others_sessions(
+    make_runtime: Callable[..., Harness], system_scope: Scope
+) -> None:
+    alpha, beta = make_runtime("alpha"), make_runtime("beta")
+    alpha_ref = alpha.start(system_scope, "same-title")
+    beta_ref = beta.start(system_scope, "same-title")
+
+    assert listed_ids(alpha.provider, system_scope) == [alpha_ref.runtime_id]
+    assert [s.ref for s in beta.provider.list_sessions(system_scope)] == [beta_ref]
+    assert alpha_ref != beta_ref
+    for call in (
+        lambda: beta.provider.stream_session(alpha_ref, None, system_scope),
+        lambda: beta.provider.send_message(alpha_ref, "hi", "key-3", system_scope),
+        lambda: beta.provider.attach(alpha_ref, AttachMode.READ_ONLY, system_scope),
+        lambda: beta.provider.get_session_tree(system_scope, alpha_ref),
+        lambda: beta.provider.terminate(alpha_ref, "approval-1", system_scope),
+    ):
+        with pytest.raises(RuntimeNotFound):
+            call()
+    assert listed_ids(alpha.provider, system_scope) == [alpha_ref.runtime_id]
+    assert alpha.received(alpha_ref) == ""
