@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import setup_logging, task_postrun, task_prerun
 
-from .context import new_correlation_id, reset_correlation_id, set_correlation_id
+from .context import accept_correlation_id, reset_correlation_id, set_correlation_id
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tess_site.settings.dev")
 
@@ -15,7 +15,18 @@ app = Celery("tess")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+# Not "correlation_id": Celery gives every message a correlation_id property of its own (the task id),
+# and on the worker it would shadow a header of that name.
+CORRELATION_HEADER = "tess_correlation_id"
+
 _tokens: dict[str, object] = {}
+
+
+@setup_logging.connect
+def _keep_django_logging(**kwargs: object) -> None:
+    """Leave logging to Django's ``LOGGING``: with no receiver here, a worker replaces the root handlers with
+    its own, and its lines lose the correlation id and the credential redaction (``TESS_LOG_LEVEL`` and
+    ``TESS_LOG_FORMAT`` apply to workers too; ``--loglevel`` does not)."""
 
 
 @task_prerun.connect
@@ -24,11 +35,12 @@ def _bind_correlation_id(task_id: str | None = None, task: object = None, **kwar
     request = getattr(task, "request", None)
     # Custom headers arrive as request attributes (message protocol 2) or in request.headers (eager runs).
     headers = getattr(request, "headers", None)
-    correlation_id = getattr(request, "correlation_id", None) or (
-        headers.get("correlation_id") if isinstance(headers, dict) else None
+    correlation_id = getattr(request, CORRELATION_HEADER, None) or (
+        headers.get(CORRELATION_HEADER) if isinstance(headers, dict) else None
     )
     if task_id is not None:
-        _tokens[task_id] = set_correlation_id(correlation_id or new_correlation_id())
+        # Work queued outside any request carries "-": it gets an id of its own.
+        _tokens[task_id] = set_correlation_id(accept_correlation_id(correlation_id))
 
 
 @task_postrun.connect

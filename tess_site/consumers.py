@@ -19,8 +19,16 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
     tess_scope: Scope
 
     async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            # Closing before accept refuses the handshake (HTTP 403), as for any missing or bad credential.
+            await self.close()
+            return
         scope = await database_sync_to_async(self._derive_scope)()
         if scope is None:
+            # A close code reaches the client only after the handshake: accept, then close with 4403 so a
+            # signed-in caller learns its credential is valid but grants no tenant (retrying will not help).
+            await self.accept()
             await self.close(code=CLOSE_NOT_MEMBER)
             return
         self.tess_scope = scope

@@ -73,11 +73,15 @@ def check_channel_layer() -> dict[str, Any]:
         channel = await layer.new_channel("health.")
         nonce = uuid.uuid4().hex
         await layer.send(channel, {"type": "health.ping", "nonce": nonce})
-        message = await asyncio.wait_for(layer.receive(channel), CHECK_TIMEOUT_SECONDS)
+        message = await layer.receive(channel)
         if message.get("nonce") != nonce:
             raise RuntimeError("channel layer returned another message")
 
-    async_to_sync(round_trip)()
+    async def bounded() -> None:
+        # The whole round trip, not only the receive: a send to a Redis that never answers waits too.
+        await asyncio.wait_for(round_trip(), CHECK_TIMEOUT_SECONDS)
+
+    async_to_sync(bounded)()
     return {"backend": type(layer).__name__}
 
 
@@ -86,7 +90,12 @@ def check_celery() -> dict[str, Any]:
 
     if app.conf.task_always_eager:
         return {"mode": "in-process"}
-    replies = app.control.ping(timeout=CHECK_TIMEOUT_SECONDS)
+    # A connection of its own with every step bounded: through the shared pool, a broker that accepts
+    # connections but never answers (a wedged Redis, a half-open route) would hang the report for good.
+    bounded = {"socket_timeout": CHECK_TIMEOUT_SECONDS, "socket_connect_timeout": CHECK_TIMEOUT_SECONDS}
+    with app.connection_for_write(connect_timeout=CHECK_TIMEOUT_SECONDS, transport_options=bounded) as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=int(CHECK_TIMEOUT_SECONDS))
+        replies = app.control.ping(timeout=CHECK_TIMEOUT_SECONDS, connection=conn)
     if not replies:
         raise RuntimeError("no worker answered")
     return {"mode": "workers", "workers": len(replies)}

@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.db import transaction
 
+from .celery import CORRELATION_HEADER
 from .context import get_correlation_id
 from .leases import registered_kinds, sweep
 
@@ -21,7 +22,7 @@ def enqueue_on_commit(task: Any, *args: Any) -> None:
     task headers so the task's log lines and audit rows line up with the request that queued it.
     """
     correlation_id = get_correlation_id()
-    transaction.on_commit(lambda: task.apply_async(args=list(args), headers={"correlation_id": correlation_id}))
+    transaction.on_commit(lambda: task.apply_async(args=list(args), headers={CORRELATION_HEADER: correlation_id}))
 
 
 @shared_task(name="tess_site.tasks.sweep_expired_leases", ignore_result=True)
