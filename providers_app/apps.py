@@ -9,7 +9,11 @@ class ProvidersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from tess_site.health import register_health_check
+
+        from .health import provider_health_report
         from .registry import register_runtime_provider
         from .tmux import TmuxProvider
 
         register_runtime_provider(TmuxProvider.kind, TmuxProvider)
+        register_health_check("runtime_providers", provider_health_report)

@@ -36,7 +36,9 @@ if [ ${#fallback[@]} -gt 0 ]; then
 fi
 echo "database: ${DATABASE_URL:-sqlite (fallback)}; redis: ${REDIS_URL:-none (fallback)}"
 
-echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy .
 echo "== import-linter"; .venv/bin/lint-imports --no-cache
 echo "== pytest"; .venv/bin/pytest "$@"

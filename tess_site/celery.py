@@ -11,8 +11,30 @@ from .context import accept_correlation_id, reset_correlation_id, set_correlatio
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tess_site.settings.dev")
 
+
+class _CelerySettingsOnly:
+    """Django's ``CELERY_*`` settings and nothing else.
+
+    Celery keeps its whole configuration source in ``app.conf``, and a worker hands it to anyone on the
+    broker who asks (``celery inspect conf``); Celery masks names like KEY and PASSWORD but not URLs with
+    credentials in them (``REDIS_URL``, ``CACHES``). So the app is never shown the rest of the settings.
+    """
+
+    def __getattr__(self, name: str) -> object:
+        if not name.startswith("CELERY_"):
+            raise AttributeError(name)
+        from django.conf import settings
+
+        return getattr(settings, name)
+
+    def __dir__(self) -> list[str]:
+        from django.conf import settings
+
+        return [name for name in dir(settings) if name.startswith("CELERY_")]
+
+
 app = Celery("tess")
-app.config_from_object("django.conf:settings", namespace="CELERY")
+app.config_from_object(_CelerySettingsOnly(), namespace="CELERY")
 app.autodiscover_tasks()
 
 # Not "correlation_id": Celery gives every message a correlation_id property of its own (the task id),

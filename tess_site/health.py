@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -28,6 +29,18 @@ CHECK_TIMEOUT_SECONDS = 2.0
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness only: the process answers. No authentication, no dependency checks."""
     return JsonResponse({"status": "ok"})
+
+
+HealthCheck = Callable[[], dict[str, Any]]
+_registered_checks: dict[str, HealthCheck] = {}
+
+
+def register_health_check(name: str, check: HealthCheck) -> None:
+    """Called from ``AppConfig.ready()`` by apps with dependencies of their own (runtime providers).
+
+    A check returns details (never credentials), may set ``ok`` itself, and raises when it cannot tell.
+    """
+    _registered_checks[name] = check
 
 
 def _timed(check: Any) -> dict[str, Any]:
@@ -126,6 +139,7 @@ class HealthView(ScopedAPIView):
             "redis": _timed(check_redis),
             "channel_layer": _timed(check_channel_layer),
             "celery": _timed(check_celery),
+            **{name: _timed(check) for name, check in sorted(_registered_checks.items())},
         }
         healthy = all(check["ok"] for check in checks.values())
         body = {"status": "ok" if healthy else "degraded", "checks": checks, "model": model_report()}

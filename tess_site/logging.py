@@ -13,7 +13,7 @@ _SECRET_PATTERNS = [
     re.compile(r"(?P<secret>tess_[A-Za-z0-9]{8}_[A-Za-z0-9_-]{20,})"),  # Tess personal tokens
     re.compile(r"(?i)bearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
     re.compile(r"(?P<secret>\bsk-[A-Za-z0-9_-]{8,})"),
-    re.compile(r"://[^/\s:@]+:(?P<secret>[^@\s/]+)@"),  # passwords in URLs
+    re.compile(r"://[^/\s:@]*:(?P<secret>[^@\s/]+)@"),  # passwords in URLs, with or without a user name
     re.compile(r"(?i)(?:password|passwd|secret|api_key|apikey|token)\s*[=:]\s*(?P<secret>[^\s,;&]+)"),
 ]
 
@@ -48,4 +48,9 @@ class RedactSecretsFilter(logging.Filter):
             message = str(record.msg)
         record.msg = redact(message)
         record.args = None
+        if record.exc_info and not record.exc_text:
+            # Exception messages quote URLs and keys too; format the traceback once, scrubbed, and let
+            # formatters use that text instead of formatting exc_info again.
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
         return True

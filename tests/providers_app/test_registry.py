@@ -85,3 +85,18 @@ def test_with_no_instances_the_report_is_healthy_and_empty(configure: Callable[[
     configure({})
 
     assert provider_health_report() == {"ok": True, "instances": {}}
+
+
+@pytest.mark.django_db
+def test_the_authenticated_health_report_includes_every_runtime_instance(cast, api_as, settings, tmp_path):
+    from providers_app.registry import reset_instances
+
+    settings.TESS_RUNTIME_PROVIDERS = {"health-probe": {"kind": "tmux", "socket": str(tmp_path / "h.sock")}}
+    reset_instances()
+    try:
+        body = api_as(cast.owner).get("/api/v1/health/").json()
+    finally:
+        reset_instances()
+    report = body["checks"]["runtime_providers"]
+    assert set(report["instances"]) == {"health-probe"}
+    assert report["instances"]["health-probe"]["kind"] == "tmux"

@@ -66,3 +66,12 @@ def test_a_task_queued_in_a_rolled_back_transaction_is_never_sent():
         enqueue_on_commit(note_correlation_id)
         1 / 0  # noqa: B018
     assert seen == []
+
+
+def test_the_celery_app_sees_only_celery_settings():
+    """A worker shows its configuration to anyone on the broker; URLs with passwords must not be in it."""
+    from tess_site.celery import app
+
+    keys = set(app.conf.table(with_defaults=False))
+    assert "CELERY_TASK_ACKS_LATE" in keys
+    assert not {"REDIS_URL", "CACHES", "CHANNEL_LAYERS", "DATABASES", "SECRET_KEY", "TESS_MODEL_API_KEY"} & keys

@@ -94,7 +94,7 @@ def test_it_reports_every_dependency_ok_on_real_postgres_and_redis(cast, api_as)
     body = response.json()
     assert body["status"] == "ok"
     checks = body["checks"]
-    assert set(checks) == {"database", "redis", "channel_layer", "celery"}
+    assert set(checks) == {"database", "redis", "channel_layer", "celery", "runtime_providers"}
     assert all(check["ok"] for check in checks.values())
     assert checks["database"]["vendor"] == "postgresql"
     assert checks["redis"]["mode"] == "redis"
@@ -201,4 +201,5 @@ def test_a_dependency_that_never_answers_cannot_hang_the_report(
         "redis": False,
         "channel_layer": False,
         "celery": False,
+        "runtime_providers": True,  # no instances configured: nothing is down
     }
