@@ -1,3 +1,5 @@
-from django.urls import URLPattern
+from django.urls import path
 
-websocket_urlpatterns: list[URLPattern] = []
+from .consumers import SessionStreamConsumer
+
+websocket_urlpatterns = [path("ws/sessions/<str:session_id>/stream/", SessionStreamConsumer.as_asgi())]

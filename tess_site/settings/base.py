@@ -228,3 +228,32 @@ TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RU
 # turns operator memory off for every operator. A runtime switch in the database does the same without a
 # restart (``manage.py tess_memory_switch``).
 TESS_OPERATOR_MEMORY = env_bool("TESS_OPERATOR_MEMORY", True)
+
+# --- sessions and the live stream (sessions_app) ----------------------------------------------------
+TESS_ATTACH_IDLE_SECONDS = env_int("TESS_ATTACH_IDLE_SECONDS", 900, minimum=10)
+TESS_STREAM_HEARTBEAT_SECONDS = env_int("TESS_STREAM_HEARTBEAT_SECONDS", 25, minimum=1, maximum=30)
+TESS_STREAM_RECHECK_SECONDS = env_int("TESS_STREAM_RECHECK_SECONDS", 5, minimum=1, maximum=60)
+TESS_IDEMPOTENCY_HOURS = env_int("TESS_IDEMPOTENCY_HOURS", 24, minimum=1)
+TESS_IDEMPOTENCY_LOCK_SECONDS = env_int("TESS_IDEMPOTENCY_LOCK_SECONDS", 60, minimum=5)
+TESS_PUMP_INTERVAL_MS = env_int("TESS_PUMP_INTERVAL_MS", 500, minimum=50)
+# Without REDIS_URL the pump runs as a thread of the serving process; off, nothing pumps output.
+TESS_EMBEDDED_PUMP = env_bool("TESS_EMBEDDED_PUMP", True)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "sessions-pump": {"task": "sessions_app.tasks.pump_sessions", "schedule": TESS_PUMP_INTERVAL_MS / 1000},
+        "sessions-requeue-due": {"task": "sessions_app.tasks.requeue_due_work", "schedule": 15.0},
+        "sessions-purge-idempotency": {"task": "sessions_app.tasks.purge_idempotency_records", "schedule": 3600.0},
+    }
+)
+# `make run` sets TESS_DEMO_SESSION=1: a "demo" tmux instance on a private socket under var/ whose command
+# prints a line every second (manage.py tess_demo_session starts it for the demo operator).
+TESS_DEMO_SESSION = env_bool("TESS_DEMO_SESSION", False)
+if TESS_DEMO_SESSION:
+    TESS_RUNTIME_PROVIDERS.setdefault(
+        "demo",
+        {
+            "kind": "tmux",
+            "socket": "demo.sock",
+            "command": ["sh", "-c", 'i=0; while :; do i=$((i+1)); echo "demo tick $i $(date -u +%T)"; sleep 1; done'],
+        },
+    )

@@ -1,0 +1,92 @@
+"""Shapes of the sessions API. Nothing provider-specific leaves: runtimes appear as instance + id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from providers_app.contract import RuntimeNode
+
+from ..models import AttachMode, RuntimeAttachment, Session, SessionEvent
+
+
+class SessionSerializer(serializers.ModelSerializer[Session]):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    provider = serializers.CharField(source="provider_instance", read_only=True)
+
+    class Meta:
+        model = Session
+        fields = ["id", "title", "status", "owner", "provider", "runtime_id", "last_seq", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class SessionCreateSerializer(serializers.Serializer[Any]):
+    """Start a session on a named instance (its configured command), or — tenant admins — adopt one."""
+
+    provider = serializers.CharField(max_length=64, help_text="name of a configured provider instance")
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    runtime_id = serializers.CharField(max_length=128, required=False, help_text="adopt: the discovered runtime")
+    assignee = serializers.CharField(max_length=150, required=False, help_text="adopt: username of the new owner")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("runtime_id" in attrs) != ("assignee" in attrs):
+            raise serializers.ValidationError("Adopting needs both runtime_id and assignee.")
+        if "runtime_id" not in attrs and not attrs.get("title"):
+            raise serializers.ValidationError({"title": "A new session needs a title."})
+        return attrs
+
+
+class RuntimeSessionSerializer(serializers.Serializer[Any]):
+    provider = serializers.CharField(source="ref.instance")
+    runtime_id = serializers.CharField(source="ref.runtime_id")
+    title = serializers.CharField()
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    last_activity_at = serializers.DateTimeField(allow_null=True)
+
+
+def node_json(node: RuntimeNode) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "kind": node.kind,
+        "title": node.title,
+        "active": node.active,
+        "children": [node_json(child) for child in node.children],
+    }
+
+
+class EventSerializer(serializers.ModelSerializer[SessionEvent]):
+    body = serializers.JSONField()
+
+    class Meta:
+        model = SessionEvent
+        fields = ["seq", "kind", "ts", "body"]
+        read_only_fields = fields
+
+
+class EventsQuerySerializer(serializers.Serializer[Any]):
+    cursor = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
+
+
+class MessageSerializer(serializers.Serializer[Any]):
+    text = serializers.CharField(max_length=4000, trim_whitespace=False)
+
+
+class AttachSerializer(serializers.Serializer[Any]):
+    mode = serializers.ChoiceField(choices=AttachMode.choices, default=AttachMode.READ_ONLY)
+
+
+class AttachmentSerializer(serializers.ModelSerializer[RuntimeAttachment]):
+    session_id = serializers.UUIDField(read_only=True)
+    idle_timeout_seconds = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RuntimeAttachment
+        fields = ["id", "session_id", "mode", "created_at", "idle_timeout_seconds"]
+        read_only_fields = fields
+
+    def get_idle_timeout_seconds(self, obj: RuntimeAttachment) -> int:
+        return int(settings.TESS_ATTACH_IDLE_SECONDS)

@@ -1,0 +1,172 @@
+"""Thin views of the sessions API: parse, call one service or selector, shape the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from providers_app.registry import get_provider
+from tess_site.api import ScopedAPIView
+
+from .. import selectors, services
+from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
+from ..models import AttachMode
+from ..stream import SCHEMA_DESCRIPTION
+from .serializers import (
+    AttachmentSerializer,
+    AttachSerializer,
+    EventSerializer,
+    EventsQuerySerializer,
+    MessageSerializer,
+    RuntimeSessionSerializer,
+    SessionCreateSerializer,
+    SessionSerializer,
+    node_json,
+)
+
+LIST_LIMIT = 200
+
+
+class SessionListView(ScopedAPIView):
+    @extend_schema(responses=SessionSerializer(many=True), description="Your sessions and those granted to you.")
+    def get(self, request: Request) -> Response:
+        sessions = selectors.sessions_visible(scope=self.scope).select_related("owner").order_by("-created_at")
+        return Response({"results": SessionSerializer(sessions[:LIST_LIMIT], many=True).data})
+
+    @extend_schema(
+        request=SessionCreateSerializer,
+        responses={201: SessionSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description=(
+            "Start a runtime session on a named provider instance with that instance's configured command "
+            "(a client never supplies a command), or — tenant admins — adopt a discovered runtime session "
+            "for an `assignee` by naming its `runtime_id`.\n\n" + SCHEMA_DESCRIPTION
+        ),
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        data = SessionCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values: dict[str, Any] = data.validated_data
+        if "runtime_id" in values:
+            session = services.session_adopt(
+                scope=self.scope,
+                instance=values["provider"],
+                runtime_id=values["runtime_id"],
+                assignee=values["assignee"],
+                title=values["title"],
+            )
+        else:
+            session = services.session_start(scope=self.scope, instance=values["provider"], title=values["title"])
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class DiscoveredView(ScopedAPIView):
+    @extend_schema(
+        responses=RuntimeSessionSerializer(many=True),
+        description="Tenant admins: runtime sessions on the provider instances that no Tess session binds.",
+    )
+    def get(self, request: Request) -> Response:
+        found = services.runtime_discovered(scope=self.scope)
+        return Response({"results": RuntimeSessionSerializer(found, many=True).data})
+
+
+class SessionDetailView(ScopedAPIView):
+    @extend_schema(responses=SessionSerializer)
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.access_session(scope=self.scope, session_id=session_id)
+        body = dict(SessionSerializer(session).data)
+        attachment = selectors.attachment_of(scope=self.scope, session=session)
+        body["attachment"] = AttachmentSerializer(attachment).data if attachment is not None else None
+        return Response(body)
+
+
+class SessionTreeView(ScopedAPIView):
+    @extend_schema(description="The runtime's tree (for tmux: session → windows → panes), normalized.")
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.access_session(scope=self.scope, session_id=session_id)
+        nodes = get_provider(session.provider_instance).get_session_tree(self.scope, session.runtime_ref)
+        return Response({"session_id": str(session.pk), "nodes": [node_json(n) for n in nodes]})
+
+
+class SessionEventsView(ScopedAPIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("cursor", int, description="return events with seq greater than this (default 0)"),
+            OpenApiParameter("limit", int, description="at most this many (1-1000, default 100)"),
+        ],
+        responses=EventSerializer(many=True),
+        description=SCHEMA_DESCRIPTION,
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session = selectors.access_session(scope=self.scope, session_id=session_id)
+        query = EventsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        cursor, limit = query.validated_data["cursor"], query.validated_data["limit"]
+        rows = selectors.events_after(session_id=session.pk, cursor=cursor, limit=limit)
+        return Response(
+            {
+                "events": EventSerializer(rows, many=True).data,
+                "next_cursor": rows[-1].seq if rows else cursor,
+                "last_seq": session.last_seq,
+            }
+        )
+
+
+class SessionMessagesView(ScopedAPIView):
+    @extend_schema(
+        request=MessageSerializer,
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description="Raw input to the runtime (keys into tmux), queued and delivered by a worker. Needs an "
+        "interactive attachment (`interactive_attachment_required` otherwise).",
+    )
+    @idempotent
+    def post(self, request: Request, session_id: str) -> Response:
+        data = MessageSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = services.message_enqueue(scope=self.scope, session_id=session_id, text=data.validated_data["text"])
+        return Response({"inbox_id": item.pk, "state": item.state}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionAttachView(ScopedAPIView):
+    @extend_schema(
+        request=AttachSerializer,
+        responses=AttachmentSerializer,
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description="Attach `read_only` (the default) or `interactive`; an attachment ends on detach or "
+        "after `TESS_ATTACH_IDLE_SECONDS` without input.",
+    )
+    @idempotent
+    def post(self, request: Request, session_id: str) -> Response:
+        data = AttachSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attachment = services.session_attach(
+            scope=self.scope, session_id=session_id, mode=AttachMode(data.validated_data["mode"])
+        )
+        return Response(AttachmentSerializer(attachment).data)
+
+
+class SessionDetachView(ScopedAPIView):
+    @extend_schema(request=None, parameters=[IDEMPOTENCY_PARAMETER])
+    @idempotent
+    def post(self, request: Request, session_id: str) -> Response:
+        ended = services.session_detach(scope=self.scope, session_id=session_id)
+        return Response({"detached": ended})
+
+
+class SessionTerminateView(ScopedAPIView):
+    @extend_schema(
+        request=None,
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description="Ask to terminate the runtime session. It needs a durable one-time approval for exactly "
+        "this session and action; the approval flow arrives with issue 5, so until then this fails "
+        "closed with 403 `approval_required`. Then: 202 with the approval that is now pending.",
+    )
+    @idempotent
+    def post(self, request: Request, session_id: str) -> Response:
+        services.session_terminate(scope=self.scope, session_id=session_id)
+        return Response(status=status.HTTP_202_ACCEPTED)  # unreachable until approvals exist

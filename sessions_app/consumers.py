@@ -1,0 +1,171 @@
+"""``/ws/sessions/{id}/stream/?cursor=N``: every event after N from the database, then live ones.
+
+A wake-up only says "events up to seq S exist"; the consumer reads them from the database after the last
+seq it sent, so a missed or duplicated wake-up changes nothing. Access is checked on connect and again on
+every re-check tick (``TESS_STREAM_RECHECK_SECONDS``) and on a revocation message, so logout, deactivation
+or a revoked grant close the socket within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY, get_user_model
+from django.utils import timezone
+
+from tess_site.accounts.models import PersonalToken
+from tess_site.accounts.scopes import scope_for_credential
+from tess_site.consumers import ScopedJsonConsumer
+
+from . import events, selectors, tail
+from .stream import frame
+
+CLOSE_BAD_REQUEST = 4400
+CLOSE_NOT_FOUND = 4404
+CLOSE_CREDENTIAL_ENDED = 4401
+
+
+class SessionStreamConsumer(ScopedJsonConsumer):
+    session_id: uuid.UUID | None = None
+    last_sent = 0
+    group = ""
+
+    async def on_connect(self) -> None:
+        events.remember_serving_loop()
+        raw_id = self.scope["url_route"]["kwargs"]["session_id"]
+        cursor = _cursor(self.scope.get("query_string", b""))
+        if cursor is None:
+            await self.close(code=CLOSE_BAD_REQUEST)
+            return
+        if not await database_sync_to_async(self._can_read)(raw_id):
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.session_id = uuid.UUID(raw_id)
+        self.last_sent = cursor
+        self.group = events.session_group(self.session_id)
+        # Join first, then catch up: a wake-up arriving meanwhile only causes one more (empty) read.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self._lock = asyncio.Lock()
+        tail.subscribe(self.session_id)
+        await self._catch_up()
+        self._ticker = asyncio.create_task(self._tick())
+
+    def _can_read(self, raw_id: str) -> bool:
+        return selectors.can_read_session(scope=self.tess_scope, session_id=raw_id)
+
+    async def disconnect(self, code: int) -> None:
+        ticker = getattr(self, "_ticker", None)
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await ticker
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.session_id is not None and getattr(self, "_lock", None) is not None:
+            tail.unsubscribe(self.session_id)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The stream is one-way; clients talk through the REST API."""
+
+    # --- channel layer messages (see events.py) ---
+
+    async def stream_wake(self, message: dict[str, Any]) -> None:
+        seq = int(message.get("seq", 0))
+        if seq > self.last_sent:
+            await self._catch_up(known=seq)
+
+    async def stream_recheck(self, message: dict[str, Any]) -> None:
+        await self._recheck()
+
+    # --- reading and sending ---
+
+    async def _catch_up(self, known: int | None = None) -> None:
+        """Send every event after the last one sent. ``known``: the seq a wake-up announced."""
+        assert self.session_id is not None
+        async with self._lock:
+            while True:
+                frames = await tail.frames_after(self.session_id, self.last_sent, known)
+                for seq, text in frames:
+                    await self.send(text_data=text)
+                    self.last_sent = seq
+                if len(frames) < tail.BATCH and (known is None or self.last_sent >= known):
+                    return
+                if not frames:
+                    return
+
+    async def _tick(self) -> None:
+        heartbeat = settings.TESS_STREAM_HEARTBEAT_SECONDS
+        recheck = min(settings.TESS_STREAM_RECHECK_SECONDS, heartbeat)
+        # Sockets opened together would otherwise all re-check in the same instant.
+        since_heartbeat = random.uniform(0, recheck)  # noqa: S311 (jitter, not security)
+        await asyncio.sleep(since_heartbeat)
+        while True:
+            await asyncio.sleep(recheck)
+            if not await self._recheck():
+                return
+            await self._catch_up()  # also the safety net for any wake-up that never came
+            since_heartbeat += recheck
+            if since_heartbeat >= heartbeat:
+                since_heartbeat = 0.0
+                await self.send_json(
+                    frame(seq=None, kind="heartbeat", ts=timezone.now().isoformat(), body={"last_seq": self.last_sent})
+                )
+
+    async def _recheck(self) -> bool:
+        code = await database_sync_to_async(self._still_allowed, thread_sensitive=False)()
+        if code is None:
+            return True
+        await self.close(code=code)
+        return False
+
+    def _still_allowed(self) -> int | None:
+        """``None`` while the credential is live and grants access; otherwise the close code."""
+        actor = self.tess_scope.actor
+        user = get_user_model().objects.filter(pk=actor.pk).first() if actor is not None else None
+        if user is None or not user.is_active:
+            return CLOSE_CREDENTIAL_ENDED
+        auth = self.scope.get("tess_auth")
+        if isinstance(auth, PersonalToken):
+            auth = PersonalToken.objects.select_related("tenant").filter(pk=auth.pk).first()
+            if auth is None or not auth.is_usable():
+                return CLOSE_CREDENTIAL_ENDED
+        else:
+            session = self.scope.get("session")
+            if session is None or not _session_still_logged_in(session, user.pk):
+                return CLOSE_CREDENTIAL_ENDED
+        scope = scope_for_credential(
+            user=user,
+            auth=auth,
+            session=None if auth else self.scope.get("session"),
+            correlation_id=self.tess_scope.correlation_id,
+        )
+        if scope is None or scope.tenant.pk != self.tess_scope.tenant.pk:
+            return CLOSE_CREDENTIAL_ENDED
+        if not selectors.can_read_session(scope=scope, session_id=self.session_id):
+            return CLOSE_NOT_FOUND
+        return None
+
+
+def _session_still_logged_in(session: Any, user_id: int) -> bool:
+    """The browser session still exists in the store and still names this user (logout deletes it)."""
+    key = session.session_key
+    if not key:
+        return False
+    fresh = session.__class__(session_key=key)
+    return bool(fresh.exists(key)) and str(fresh.get(SESSION_KEY)) == str(user_id)
+
+
+def _cursor(query_string: bytes) -> int | None:
+    values = parse_qs(query_string.decode("latin-1")).get("cursor", ["0"])
+    try:
+        cursor = int(values[-1])
+    except ValueError:
+        return None
+    return cursor if cursor >= 0 else None

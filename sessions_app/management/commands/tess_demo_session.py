@@ -1,0 +1,76 @@
+"""manage.py tess_demo_session: the demo tmux session, bound to the demo tenant's operator.
+
+Idempotent: a live demo session is left alone; one whose runtime is gone (a reboot) is marked exited and
+replaced. Where tmux is not installed it says how to install it and exits successfully, so ``make run``
+goes on without the demo session.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+
+from providers_app.contract import ProviderError
+from providers_app.registry import configured_instances, get_provider
+from sessions_app import services
+from sessions_app.models import Session, SessionStatus
+from tess_site.accounts.models import Tenant
+from tess_site.accounts.selectors import roles_for
+from tess_site.scope import Channel, Scope
+
+INSTALL_HINT = (
+    "tmux is not installed, so there is no demo session. Install it (Debian/Ubuntu: sudo apt-get install tmux; "
+    "Fedora: sudo dnf install tmux; macOS: brew install tmux) and run make run again."
+)
+
+
+class Command(BaseCommand):
+    help = "Start the demo tmux session for the demo operator (idempotent); needs TESS_DEMO_SESSION=1."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--instance", default="demo", help="provider instance (default: demo)")
+        parser.add_argument("--tenant", default="demo")
+        parser.add_argument("--username", default="operator")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if shutil.which("tmux") is None:
+            self.stdout.write(INSTALL_HINT)
+            return
+        instance = options["instance"]
+        if instance not in configured_instances():
+            self.stdout.write(f"No provider instance {instance!r} is configured (set TESS_DEMO_SESSION=1).")
+            return
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+        user = get_user_model().objects.filter(username=options["username"]).first()
+        if tenant is None or user is None:
+            self.stdout.write("Run manage.py tess_demo first: there is no demo tenant or operator.")
+            return
+        scope = Scope(
+            tenant=tenant,
+            actor=user,
+            channel=Channel.CLI,
+            correlation_id="tess-demo-session",
+            roles=roles_for(user=user, tenant=tenant),
+        )
+        provider = get_provider(instance)
+        try:
+            live = {(r.ref.runtime_id, tuple(sorted(r.ref.identity.items()))) for r in provider.list_sessions(scope)}
+        except ProviderError as exc:
+            self.stdout.write(f"The demo tmux server cannot be reached ({exc.code}); no demo session.")
+            return
+        for session in Session.objects.filter(
+            tenant=tenant, owner=user, provider_instance=instance, status=SessionStatus.RUNNING
+        ):
+            ref = session.runtime_ref
+            if (ref.runtime_id, tuple(sorted(ref.identity.items()))) in live:
+                self.stdout.write(f"Demo session {session.pk} is running ({instance}:{session.runtime_id}).")
+                return
+            services.session_mark_exited(session_id=session.pk)
+        session = services.session_start(scope=scope, instance=instance, title="demo")
+        self.stdout.write(
+            f"Demo session {session.pk} started for {user.get_username()} ({instance}:{session.runtime_id}); "
+            f"its output streams at /ws/sessions/{session.pk}/stream/ and /api/v1/sessions/{session.pk}/events/."
+        )

@@ -1,0 +1,232 @@
+"""Durable sessions and everything that hangs off them: bindings, the event stream, inbox/outbox,
+idempotency records, runtime attachments and per-object grants.
+
+PostgreSQL is canonical for all of it (seed 001, "Session and State Model"); the channel layer only
+wakes consumers up.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+from providers_app.contract import RuntimeRef
+from tess_site.accounts.models import Tenant
+from tess_site.leases import LeasedWork
+
+
+class SessionStatus(models.TextChoices):
+    RUNNING = "running", "running"
+    EXITED = "exited", "exited"  # the runtime ended by itself
+    TERMINATED = "terminated", "terminated"  # ended by an approved terminate
+
+
+ACTIVE_STATUSES = (SessionStatus.RUNNING,)
+
+
+class Session(models.Model):
+    """A Tess session: one runtime session (provider instance + exact runtime id) bound to one owner.
+
+    ``last_seq`` is the sequence number of the newest event; it only moves under the row lock taken by
+    ``services.events_append``. ``cursor`` is the provider's stream cursor, advanced in the same
+    transaction as the ``output`` events read up to it, so output is never written twice or skipped.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tess_sessions")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tess_sessions")
+    title = models.CharField(max_length=200)
+    provider_instance = models.CharField(max_length=64)
+    runtime_id = models.CharField(max_length=128)
+    runtime_identity = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.RUNNING)
+    cursor = models.CharField(max_length=128, blank=True)
+    checkpoint = models.JSONField(default=dict, blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("operate_session", "Send raw input to the session's runtime")]
+        constraints = [
+            # One live Tess session per runtime session: adopting twice (or racing) fails at the database.
+            models.UniqueConstraint(
+                fields=["provider_instance", "runtime_id"],
+                condition=Q(status="running"),
+                name="session_one_live_binding_per_runtime",
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "owner", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.provider_instance}:{self.runtime_id})"
+
+    @property
+    def runtime_ref(self) -> RuntimeRef:
+        identity = {str(k): str(v) for k, v in (self.runtime_identity or {}).items()}
+        return RuntimeRef(instance=self.provider_instance, runtime_id=self.runtime_id, identity=identity)
+
+
+class SessionUserObjectPermission(UserObjectPermissionBase):
+    """guardian grant of a Session to a user (a direct foreign key: no generic-relation scans)."""
+
+    content_object = models.ForeignKey(Session, on_delete=models.CASCADE)
+
+    class Meta(UserObjectPermissionBase.Meta):
+        abstract = False
+
+
+class SessionGroupObjectPermission(GroupObjectPermissionBase):
+    """guardian grant of a Session to a group."""
+
+    content_object = models.ForeignKey(Session, on_delete=models.CASCADE)
+
+    class Meta(GroupObjectPermissionBase.Meta):
+        abstract = False
+
+
+class IngressChannel(models.TextChoices):
+    WEB = "web", "web"
+    CLI = "cli", "cli"
+    DISCORD = "discord", "discord"
+
+
+class IngressBinding(models.Model):
+    """A channel's external reference (a Discord channel id, a CLI profile, a browser tab) bound to a session.
+
+    Several bindings may point at one session; one external reference binds at most one active session.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="bindings")
+    channel = models.CharField(max_length=16, choices=IngressChannel.choices)
+    external_ref = models.CharField(max_length=128)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["channel", "external_ref"], condition=Q(active=True), name="ingress_one_active_session"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.external_ref} → {self.session_id}"
+
+
+class SessionEvent(models.Model):
+    """One event of a session's stream. ``seq`` is per session, gap-free and strictly increasing.
+
+    Bodies follow ``sessions_app.stream`` (one schema per kind); they carry ids, never memory text.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=16)
+    ts = models.DateTimeField(default=timezone.now)
+    body = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="session_event_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.kind}"
+
+
+class InboxItem(LeasedWork):
+    """Raw input from an operator to the runtime, delivered by a task holding a lease."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="inbox")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    channel = models.CharField(max_length=16)
+    correlation_id = models.CharField(max_length=64, blank=True)
+    text = models.TextField()
+    # What the provider dedupes on, so a re-delivery after a lost lease is not a second send.
+    provider_key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_seq = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta(LeasedWork.Meta):
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="inbox_state_lease"),
+            models.Index(fields=["state", "available_at"], name="inbox_state_available"),
+        ]
+
+    def __str__(self) -> str:
+        return f"inbox {self.pk} → {self.session_id} ({self.state})"
+
+
+class OutboxItem(LeasedWork):
+    """An event Tess pushes to a bound channel that cannot read the stream itself (e.g. Discord)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="outbox")
+    channel = models.CharField(max_length=16, choices=IngressChannel.choices)
+    external_ref = models.CharField(max_length=128)
+    event_seq = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta(LeasedWork.Meta):
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="outbox_state_lease"),
+            models.Index(fields=["state", "available_at"], name="outbox_state_available"),
+        ]
+
+    def __str__(self) -> str:
+        return f"outbox {self.pk} → {self.channel}:{self.external_ref} ({self.state})"
+
+
+class IdempotencyState(models.TextChoices):
+    IN_FLIGHT = "in_flight", "in flight"
+    DONE = "done", "done"
+
+
+class IdempotencyRecord(models.Model):
+    """The outcome of one ``Idempotency-Key`` of one actor in one tenant, kept 24 hours."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=IdempotencyState.choices, default=IdempotencyState.IN_FLIGHT)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "actor", "key"], name="idempotency_unique_key"),
+        ]
+        indexes = [models.Index(fields=["created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.state})"
+
+
+class AttachMode(models.TextChoices):
+    READ_ONLY = "read_only", "read only"
+    INTERACTIVE = "interactive", "interactive"
+
+
+class RuntimeAttachment(models.Model):
+    """A user's attachment to a session. Interactive ones allow raw input until detached or idle too long."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="attachments")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    mode = models.CharField(max_length=16, choices=AttachMode.choices, default=AttachMode.READ_ONLY)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+    detached_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "user", "detached_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} on {self.session_id} ({self.mode})"

@@ -1,0 +1,95 @@
+"""The embedded pump: without Redis (``make run``), a thread of the serving process does what Celery
+beat and workers do with Redis — pump output of running sessions, sweep expired leases, wake due items
+and purge old idempotency keys — so one process streams live output.
+
+Started only when serving (``runserver``/daphne), never in tests or management commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections
+
+logger = logging.getLogger(__name__)
+
+_started = False
+_lock = threading.Lock()
+_stop = threading.Event()
+
+SERVING_COMMANDS = {"runserver", "daphne", "uvicorn"}
+HOUSEKEEPING_SECONDS = 15.0
+
+
+def is_serving(argv: list[str] | None = None) -> bool:
+    """True in a process that serves requests (not the autoreloader's parent, not tests or commands)."""
+    import os
+
+    args = argv if argv is not None else sys.argv
+    program = os.path.basename(args[0]) if args else ""
+    if program in ("daphne", "uvicorn"):
+        return True
+    if "runserver" in args[1:2]:
+        # With the autoreloader, the serving child has RUN_MAIN=true; the watching parent must not pump.
+        return os.environ.get("RUN_MAIN") == "true" or "--noreload" in args
+    return False
+
+
+def should_start() -> bool:
+    return not settings.REDIS_URL and settings.TESS_EMBEDDED_PUMP and is_serving()
+
+
+def start_embedded_pump() -> bool:
+    """Start the pump thread once per process. Returns True if this call started it."""
+    global _started
+    with _lock:
+        if _started:
+            return False
+        _started = True
+    threading.Thread(target=_run, name="tess-embedded-pump", daemon=True).start()
+    logger.info("embedded pump started (every %d ms)", settings.TESS_PUMP_INTERVAL_MS)
+    return True
+
+
+def pump_once() -> int:
+    from providers_app.contract import ProviderError
+
+    from . import services
+
+    written = 0
+    for session_id in services.running_session_ids():
+        try:
+            written += services.session_pump(session_id=session_id)
+        except ProviderError as exc:
+            logger.warning("pumping %s failed: %s", session_id, exc.code)
+    return written
+
+
+def housekeeping() -> None:
+    from tess_site.tasks import sweep_expired_leases
+
+    from . import services
+    from .idempotency import idempotency_purge
+
+    sweep_expired_leases()
+    services.inbox_requeue_due()
+    idempotency_purge()
+
+
+def _run() -> None:
+    interval = settings.TESS_PUMP_INTERVAL_MS / 1000
+    last_housekeeping = 0.0
+    while not _stop.is_set():
+        close_old_connections()
+        try:
+            pump_once()
+            if time.monotonic() - last_housekeeping > HOUSEKEEPING_SECONDS:
+                housekeeping()
+                last_housekeeping = time.monotonic()
+        except Exception:
+            logger.exception("embedded pump cycle failed")
+        _stop.wait(interval)

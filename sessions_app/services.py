@@ -1,0 +1,463 @@
+"""The session coordinator: every write to sessions, their stream, attachments, inbox and grants.
+
+Functions take a server-derived ``Scope`` (keyword-only). Provider calls that can block (send, pump)
+run in tasks (``tasks.py``), which call the ``*_deliver``/``*_pump`` functions here with ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from guardian.shortcuts import assign_perm, remove_perm
+
+from approvals_app.services import record_audit
+from providers_app.contract import (
+    ApprovalRequired,
+    AttachmentRequired,
+    ProviderError,
+    ProviderUnavailable,
+    RuntimeNotFound,
+    RuntimeSession,
+    StreamPage,
+)
+from providers_app.contract import AttachMode as ProviderAttachMode
+from providers_app.registry import configured_instances, get_provider
+from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
+from tess_site.leases import LeaseState, claim, complete, fail
+from tess_site.scope import Channel, Role, Scope
+
+from . import events, selectors, stream
+from .models import (
+    AttachMode,
+    InboxItem,
+    IngressBinding,
+    RuntimeAttachment,
+    Session,
+    SessionEvent,
+    SessionStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 4000
+
+
+def system_scope(session: Session, correlation_id: str = "-") -> Scope:
+    """The scope of work Tess does on its own for a session (pumping output, sweeping)."""
+    return Scope(
+        tenant=session.tenant,
+        actor=None,
+        channel=Channel.SYSTEM,
+        correlation_id=correlation_id,
+        session=str(session.pk),
+    )
+
+
+# --- the stream ----------------------------------------------------------------------------------
+
+
+def events_append(*, session_id: uuid.UUID, items: Iterable[tuple[stream.EventKind, Any]]) -> list[SessionEvent]:
+    """Append events to a session's stream with the next sequence numbers, in the caller's transaction.
+
+    Locks the session row, so concurrent writers get consecutive, gap-free numbers; consumers are woken
+    once after commit with the newest number.
+    """
+    batch = list(items)
+    if not batch:
+        return []
+    now = timezone.now()
+    with transaction.atomic():
+        last_seq = Session.objects.select_for_update().filter(pk=session_id).values_list("last_seq", flat=True).get()
+        rows = [
+            SessionEvent(session_id=session_id, seq=last_seq + i, kind=str(kind), ts=now, body=body)
+            for i, (kind, body) in enumerate(batch, start=1)
+        ]
+        SessionEvent.objects.bulk_create(rows)
+        Session.objects.filter(pk=session_id).update(last_seq=rows[-1].seq, updated_at=now)
+        events.wake_session_on_commit(session_id, rows[-1].seq)
+    return rows
+
+
+def event_append(*, session_id: uuid.UUID, kind: stream.EventKind, body: Any) -> SessionEvent:
+    return events_append(session_id=session_id, items=[(kind, body)])[0]
+
+
+# --- sessions: start, adopt, discover ---------------------------------------------------------------
+
+
+def _check_instance(scope: Scope, instance: str) -> None:
+    """An instance may be limited to some tenants (config ``tenants``); elsewhere it does not exist."""
+    config = configured_instances().get(instance)
+    allowed = config.get("tenants") if config else None
+    if config is None or (allowed is not None and scope.tenant.slug not in allowed):
+        raise NotFound(f"No runtime provider instance named {instance!r}.")
+
+
+def _bind(*, scope: Scope, owner: User, runtime: RuntimeSession, title: str, action: str) -> Session:
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                tenant=scope.tenant,
+                owner=owner,
+                title=title or runtime.title,
+                provider_instance=runtime.ref.instance,
+                runtime_id=runtime.ref.runtime_id,
+                runtime_identity=dict(runtime.ref.identity),
+            )
+            event_append(session_id=session.pk, kind=stream.EventKind.STATUS, body=stream.status_body(status="running"))
+            record_audit(
+                scope,
+                action=action,
+                target_type="session",
+                target_id=str(session.pk),
+                outcome="ok",
+                metadata={"instance": runtime.ref.instance, "owner_id": owner.pk},
+            )
+    except IntegrityError as exc:
+        raise Conflict("That runtime session is already bound to a Tess session.") from exc
+    return session
+
+
+def session_start(*, scope: Scope, instance: str, title: str) -> Session:
+    """Start a runtime session with the instance's configured command and bind it to the caller.
+
+    A client never supplies a command: running anything else is the catalog's runtime bootstrap, which
+    needs approval (seed 001, authority model).
+    """
+    if not scope.has_role(Role.OPERATOR) or scope.actor is None:
+        raise Forbidden("Starting a session needs the operator role.")
+    _check_instance(scope, instance)
+    runtime = get_provider(instance).start_session(scope, title=title)
+    return _bind(scope=scope, owner=scope.actor, runtime=runtime, title=title, action="session.start")
+
+
+def runtime_discovered(*, scope: Scope) -> list[RuntimeSession]:
+    """Runtime sessions on this tenant's instances that no live Tess session binds: tenant admins only."""
+    if not scope.has_role(Role.ADMIN):
+        raise Forbidden("Only tenant admins see runtime sessions nobody owns.")
+    found: list[RuntimeSession] = []
+    for name in sorted(configured_instances()):
+        try:
+            _check_instance(scope, name)
+        except NotFound:
+            continue
+        bound = selectors.bound_runtime_ids(instance=name)
+        found.extend(r for r in get_provider(name).list_sessions(scope) if r.ref.runtime_id not in bound)
+    return found
+
+
+def session_adopt(*, scope: Scope, instance: str, runtime_id: str, assignee: str, title: str = "") -> Session:
+    """A tenant admin binds a discovered runtime session to an operator of the tenant."""
+    if not scope.has_role(Role.ADMIN):
+        raise Forbidden("Only tenant admins adopt runtime sessions.")
+    _check_instance(scope, instance)
+    owner = (
+        get_user_model()
+        .objects.filter(username=assignee, tess_memberships__tenant=scope.tenant, tess_memberships__role="operator")
+        .first()
+    )
+    if owner is None:
+        raise InvalidInput("The assignee must be an operator of this tenant.", details={"field": "assignee"})
+    runtime = next((r for r in get_provider(instance).list_sessions(scope) if r.ref.runtime_id == runtime_id), None)
+    if runtime is None:
+        raise NotFound("No such runtime session on that instance.")
+    return _bind(scope=scope, owner=owner, runtime=runtime, title=title, action="session.adopt")
+
+
+# --- grants -----------------------------------------------------------------------------------------
+
+
+def session_grant(*, scope: Scope, session_id: object, grantee: User, operate: bool = False) -> None:
+    """The owner (or a tenant admin) lets a member of the tenant read, and optionally operate, a session."""
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    _require_owner_or_admin(scope, session)
+    if not grantee.tess_memberships.filter(tenant=scope.tenant).exists():
+        raise InvalidInput("The grantee must be a member of this tenant.", details={"field": "grantee"})
+    assign_perm(selectors.VIEW, grantee, session)
+    if operate:
+        assign_perm(f"sessions_app.{selectors.OPERATE}", grantee, session)
+
+
+def session_revoke(*, scope: Scope, session_id: object, grantee: User) -> None:
+    """Take every grant on the session away; the grantee's open streams close within seconds."""
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    _require_owner_or_admin(scope, session)
+    with transaction.atomic():
+        remove_perm(selectors.VIEW, grantee, session)
+        remove_perm(f"sessions_app.{selectors.OPERATE}", grantee, session)
+        RuntimeAttachment.objects.filter(session=session, user=grantee, detached_at=None).update(
+            detached_at=timezone.now()
+        )
+        events.recheck_session_on_commit(session.pk)
+
+
+def _actor_id(scope: Scope) -> int:
+    assert scope.actor is not None, "only people attach"
+    return int(scope.actor.pk)
+
+
+def _require_owner_or_admin(scope: Scope, session: Session) -> None:
+    if scope.actor is None or (session.owner_id != scope.actor.pk and not scope.has_role(Role.ADMIN)):
+        raise Forbidden("Only the session's owner or a tenant admin may do that.")
+
+
+# --- ingress bindings -------------------------------------------------------------------------------
+
+
+def ingress_bind(*, scope: Scope, session_id: object, channel: str, external_ref: str) -> IngressBinding:
+    """Bind ``external_ref`` on ``channel`` to the session, moving it off any session it bound before."""
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    with transaction.atomic():
+        IngressBinding.objects.select_for_update().filter(
+            channel=channel, external_ref=external_ref, active=True
+        ).update(active=False, ended_at=timezone.now())
+        return IngressBinding.objects.create(session=session, channel=channel, external_ref=external_ref)
+
+
+# --- attachments --------------------------------------------------------------------------------------
+
+
+def session_attach(*, scope: Scope, session_id: object, mode: AttachMode) -> RuntimeAttachment:
+    """Attach the caller; ``interactive`` needs the right to operate and a provider that allows it."""
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    if session.status != SessionStatus.RUNNING:
+        raise Conflict("The session is not running.")
+    if mode == AttachMode.INTERACTIVE and not selectors.can_operate(scope=scope, session=session):
+        raise Forbidden("Interactive attachment needs the owner or an operate grant.")
+    get_provider(session.provider_instance).attach(session.runtime_ref, ProviderAttachMode(mode), scope)
+    now = timezone.now()
+    with transaction.atomic():
+        RuntimeAttachment.objects.filter(session=session, user=scope.actor, detached_at=None).update(detached_at=now)
+        attachment = RuntimeAttachment.objects.create(session=session, user_id=_actor_id(scope), mode=mode)
+        record_audit(
+            scope,
+            action="session.attach",
+            target_type="session",
+            target_id=str(session.pk),
+            outcome="ok",
+            metadata={"mode": str(mode), "attachment_id": attachment.pk},
+        )
+    return attachment
+
+
+def session_detach(*, scope: Scope, session_id: object) -> int:
+    """End the caller's attachments; returns how many ended."""
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    with transaction.atomic():
+        ended = RuntimeAttachment.objects.filter(session=session, user=scope.actor, detached_at=None).update(
+            detached_at=timezone.now()
+        )
+        record_audit(
+            scope,
+            action="session.detach",
+            target_type="session",
+            target_id=str(session.pk),
+            outcome="ok",
+            metadata={"ended": ended},
+        )
+    if not selectors.active_attachments(session=session).exists():
+        try:
+            get_provider(session.provider_instance).detach(session.runtime_ref, scope)
+        except ProviderError:
+            logger.info("provider detach of %s failed; the attachment ended in Tess anyway", session.pk)
+    return ended
+
+
+# --- raw messages: queued to the inbox, delivered by a task ---------------------------------------------
+
+
+def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem:
+    """Queue raw input for the runtime. Needs a live interactive attachment of the caller."""
+    from .tasks import deliver_inbox_item
+
+    if not text or len(text) > MAX_MESSAGE_CHARS:
+        raise InvalidInput(f"A message has 1 to {MAX_MESSAGE_CHARS} characters.", details={"field": "text"})
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    if session.status != SessionStatus.RUNNING:
+        raise Conflict("The session is not running.")
+    attachment = selectors.interactive_attachment_of(scope=scope, session=session)
+    if attachment is None or not selectors.can_operate(scope=scope, session=session):
+        raise AttachmentRequired()
+    assert scope.actor is not None
+    with transaction.atomic():
+        RuntimeAttachment.objects.filter(pk=attachment.pk).update(last_activity_at=timezone.now())
+        item = InboxItem.objects.create(
+            session=session,
+            created_by=scope.actor,
+            channel=scope.channel.value,
+            correlation_id=scope.correlation_id[:64],
+            text=text,
+            provider_key=uuid.uuid4().hex,
+        )
+        record_audit(
+            scope,
+            action="session.message",
+            target_type="session",
+            target_id=str(session.pk),
+            outcome="queued",
+            metadata={"inbox_id": item.pk, "chars": len(text)},
+        )
+    from tess_site.tasks import enqueue_on_commit
+
+    enqueue_on_commit(deliver_inbox_item, item.pk)
+    return item
+
+
+class LeaseLost(Exception):
+    """The worker's lease was swept and handed on before it could record its delivery."""
+
+
+def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bool:
+    """Deliver one inbox item if this worker can claim it. True when this call delivered it.
+
+    The provider dedupes on the item's ``provider_key``, so a worker that sent and then lost its lease
+    (killed before recording) does not make the next worker's delivery a second send.
+    """
+    item = claim(InboxItem, pk=item_id, worker=worker)
+    if item is None:
+        return False
+    session = Session.objects.select_related("tenant", "owner").get(pk=item.session_id)
+    actor = get_user_model().objects.get(pk=item.created_by_id)
+    scope = Scope(
+        tenant=session.tenant,
+        actor=actor,
+        channel=Channel(item.channel),
+        correlation_id=item.correlation_id or "-",
+        session=str(session.pk),
+    )
+    try:
+        get_provider(session.provider_instance).send_message(session.runtime_ref, item.text, item.provider_key, scope)
+    except ProviderUnavailable as exc:
+        fail(item, worker=worker, error=exc.code, retry_in_seconds=retry_in_seconds)
+        raise
+    except ProviderError as exc:
+        # Not transient: retrying would not help. Fail the item and say so in the stream.
+        with transaction.atomic():
+            InboxItem.objects.filter(pk=item.pk, lease_owner=worker).update(
+                state=LeaseState.FAILED, last_error=exc.code, lease_owner="", lease_expires_at=None
+            )
+            event_append(
+                session_id=session.pk,
+                kind=stream.EventKind.SYSTEM,
+                body=stream.system_body(text=f"message {item.pk} was not delivered", code=exc.code),
+            )
+        return False
+    with transaction.atomic():
+        if not complete(item, worker=worker):
+            raise LeaseLost(f"inbox item {item.pk}: lease lost after sending")
+        event = event_append(
+            session_id=session.pk,
+            kind=stream.EventKind.MESSAGE_IN,
+            body=stream.message_in_body(inbox_id=item.pk, text=item.text, channel=item.channel),
+        )
+        InboxItem.objects.filter(pk=item.pk).update(delivered_seq=event.seq)
+    return True
+
+
+def wake_inbox_item(pk: object) -> None:
+    """The lease sweeper's wake-up for a re-queued inbox item."""
+    from tess_site.tasks import enqueue_on_commit
+
+    from .tasks import deliver_inbox_item
+
+    enqueue_on_commit(deliver_inbox_item, pk)
+
+
+def inbox_requeue_due() -> int:
+    """Wake items left pending after a transient failure once they are due again (their task gave up)."""
+    stale = timezone.now() - timedelta(seconds=5)
+    due = list(
+        InboxItem.objects.filter(
+            state=LeaseState.PENDING, available_at__lte=timezone.now(), created_at__lt=stale
+        ).values_list("pk", flat=True)[:500]
+    )
+    for pk in due:
+        wake_inbox_item(pk)
+    return len(due)
+
+
+# --- terminate ----------------------------------------------------------------------------------------
+
+
+def session_terminate(*, scope: Scope, session_id: object) -> None:
+    """Terminating needs a durable one-time approval for exactly this session and action.
+
+    Approvals arrive with issue 5; until then this fails closed with ``approval_required``, audited.
+    """
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    _require_owner_or_admin(scope, session)
+    record_audit(
+        scope,
+        action="session.terminate",
+        target_type="session",
+        target_id=str(session.pk),
+        outcome="approval_required",
+    )
+    raise ApprovalRequired(details={"session_id": str(session.pk), "action": "session.terminate"})
+
+
+# --- the pump: provider output → output events ----------------------------------------------------------
+
+
+def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
+    """Read new output of one running session from its cursor and append it as ``output`` events.
+
+    The session row stays locked from reading the cursor to writing the new one (with the events), so
+    two pumps never write the same output twice; a pump that finds the row locked skips it.
+    Returns how many events were written.
+    """
+    with transaction.atomic():
+        session = (
+            Session.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("tenant")
+            .filter(pk=session_id, status=SessionStatus.RUNNING)
+            .first()
+        )
+        if session is None:
+            return 0
+        try:
+            page = get_provider(session.provider_instance).stream_session(
+                session.runtime_ref, session.cursor or None, system_scope(session), limit=limit
+            )
+        except RuntimeNotFound:
+            # The runtime is gone (or its id now means another session): nothing more will come.
+            page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)
+        items: list[tuple[stream.EventKind, Any]] = [
+            (
+                stream.EventKind.OUTPUT,
+                stream.output_body(data=c.data, source=c.source, cursor=c.cursor, next_cursor=c.next_cursor),
+            )
+            for c in page.chunks
+            if c.data
+        ]
+        fields: dict[str, Any] = {"cursor": page.next_cursor}
+        if page.ended:
+            items.append((stream.EventKind.STATUS, stream.status_body(status=SessionStatus.EXITED)))
+            fields["status"] = SessionStatus.EXITED
+        events_append(session_id=session.pk, items=items)
+        if page.next_cursor != session.cursor or page.ended:
+            Session.objects.filter(pk=session.pk).update(**fields)
+    return len(items)
+
+
+def session_mark_exited(*, session_id: uuid.UUID) -> bool:
+    """Record that a session's runtime is gone (e.g. its tmux server did not survive a reboot)."""
+    with transaction.atomic():
+        changed = Session.objects.filter(pk=session_id, status=SessionStatus.RUNNING).update(
+            status=SessionStatus.EXITED, updated_at=timezone.now()
+        )
+        if changed:
+            event_append(session_id=session_id, kind=stream.EventKind.STATUS, body=stream.status_body(status="exited"))
+    return bool(changed)
+
+
+def running_session_ids() -> list[uuid.UUID]:
+    return list(Session.objects.filter(status=SessionStatus.RUNNING).values_list("pk", flat=True))

@@ -1,0 +1,138 @@
+"""The kinds of session events and one typed body per kind (DESIGN.md, "Sessions and the live stream").
+
+Every event leaves Tess as ``{"seq", "kind", "ts", "body"}``. Bodies carry ids and statuses, never
+memory note text. Build bodies only with these functions, so every writer speaks the same schema.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, TypedDict
+
+
+class EventKind(StrEnum):
+    OUTPUT = "output"
+    MESSAGE_IN = "message.in"
+    TURN_IN = "turn.in"
+    TURN_OUT = "turn.out"
+    CARD = "card"
+    APPROVAL = "approval"
+    HANDOFF = "handoff"
+    STATUS = "status"
+    SYSTEM = "system"
+
+
+class OutputBody(TypedDict):
+    data: str  # runtime output, as text
+    source: str  # where in the runtime it came from (tmux: the pane id); opaque
+    cursor: str  # provider cursor where this output starts
+    next_cursor: str  # and where it ends: reading from it continues exactly here
+
+
+class MessageInBody(TypedDict):
+    inbox_id: int
+    text: str
+    channel: str
+
+
+class TurnInBody(TypedDict):
+    turn_id: str
+    channel: str
+    text: str
+
+
+class TurnOutBody(TypedDict):
+    turn_id: str
+    text: str
+    recalled_count: int
+
+
+class CardBody(TypedDict):
+    id: str
+    kind: str
+    status: str
+    outcome: str
+
+
+class ApprovalBody(TypedDict):
+    id: str
+    status: str
+
+
+class HandoffBody(TypedDict):
+    id: str
+    status: str
+    result: str
+
+
+class StatusBody(TypedDict):
+    status: str
+
+
+class SystemBody(TypedDict):
+    text: str
+    code: str
+
+
+def output_body(*, data: str, source: str, cursor: str, next_cursor: str) -> OutputBody:
+    return {"data": data, "source": source, "cursor": cursor, "next_cursor": next_cursor}
+
+
+def message_in_body(*, inbox_id: int, text: str, channel: str) -> MessageInBody:
+    return {"inbox_id": inbox_id, "text": text, "channel": channel}
+
+
+def turn_in_body(*, turn_id: str, channel: str, text: str) -> TurnInBody:
+    return {"turn_id": turn_id, "channel": channel, "text": text}
+
+
+def turn_out_body(*, turn_id: str, text: str, recalled_count: int) -> TurnOutBody:
+    return {"turn_id": turn_id, "text": text, "recalled_count": recalled_count}
+
+
+def card_body(*, id: str, kind: str, status: str, outcome: str = "") -> CardBody:
+    return {"id": id, "kind": kind, "status": status, "outcome": outcome}
+
+
+def approval_body(*, id: str, status: str) -> ApprovalBody:
+    return {"id": id, "status": status}
+
+
+def handoff_body(*, id: str, status: str, result: str = "") -> HandoffBody:
+    return {"id": id, "status": status, "result": result}
+
+
+def status_body(*, status: str) -> StatusBody:
+    return {"status": status}
+
+
+def system_body(*, text: str, code: str = "") -> SystemBody:
+    return {"text": text, "code": code}
+
+
+def frame(*, seq: int | None, kind: str, ts: str, body: Any) -> dict[str, Any]:
+    """The one wire shape of an event (REST and websocket alike)."""
+    return {"seq": seq, "kind": kind, "ts": ts, "body": body}
+
+
+SCHEMA_DESCRIPTION = """
+Every session event is `{"seq", "kind", "ts", "body"}`: `seq` is per session, gap-free and strictly
+increasing; read `GET /api/v1/sessions/{id}/events/?cursor=N` or the websocket
+`/ws/sessions/{id}/stream/?cursor=N` to get every event after `N`. Bodies by kind:
+
+| kind | body |
+| --- | --- |
+| `output` | `{"data": str, "source": str, "cursor": str, "next_cursor": str}` runtime output (`source`: \
+where in the runtime, e.g. a pane; cursors are opaque provider cursors) |
+| `message.in` | `{"inbox_id": int, "text": str, "channel": str}` raw input delivered to the runtime |
+| `turn.in` | `{"turn_id": str, "channel": str, "text": str}` an operator's turn |
+| `turn.out` | `{"turn_id": str, "text": str, "recalled_count": int}` Tess's reply |
+| `card` | `{"id": str, "kind": str, "status": str, "outcome": str}` |
+| `approval` | `{"id": str, "status": str}` |
+| `handoff` | `{"id": str, "status": str, "result": str}` |
+| `status` | `{"status": "running" \\| "exited" \\| "terminated"}` |
+| `system` | `{"text": str, "code": str}` a system line |
+
+Websocket-only frames: `heartbeat` (`seq` null, body `{"last_seq": int}`) at least every 30 seconds.
+Bodies carry ids, never memory note text.
+""".strip()

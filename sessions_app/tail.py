@@ -1,0 +1,100 @@
+"""The newest events of each streamed session, shared by this process's stream consumers.
+
+A wake-up reaches every subscriber of a session at once; without sharing, each would query the database
+for the same rows and encode the same JSON. Here the first consumer to ask reads the rows once (under a
+per-session lock), encodes each frame once, and the others take them from memory. The database stays the
+truth: only rows read from it are cached, and a consumer that has fallen behind the cached window reads
+the database directly.
+
+Caching is sound because a session's events become visible strictly in seq order: ``events_append`` holds
+the session row lock until its transaction commits, so event N+1 cannot commit before event N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+
+from . import selectors
+from .stream import frame
+
+BATCH = 500
+KEEP = 2000  # frames kept per session
+FRESH_SECONDS = 1.0  # a periodic check within this long of the last read takes the cache as it is
+
+
+@dataclass
+class _Tail:
+    frames: list[tuple[int, str]] = field(default_factory=list)  # (seq, encoded frame), contiguous seqs
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+    read_at: float = 0.0  # monotonic time of the last database read
+
+    def after(self, cursor: int, known: int | None) -> list[tuple[int, str]] | None:
+        """Cached frames after ``cursor``, if the cache covers ``cursor + 1`` up to ``known``; else ``None``."""
+        if not self.frames or known is None:
+            return None
+        first, last = self.frames[0][0], self.frames[-1][0]
+        if not (first <= cursor + 1 and last >= known):
+            return None
+        start = cursor + 1 - first
+        return self.frames[start : start + BATCH]
+
+
+_tails: dict[uuid.UUID, _Tail] = {}
+
+
+def subscribe(session_id: uuid.UUID) -> None:
+    _tails.setdefault(session_id, _Tail()).users += 1
+
+
+def unsubscribe(session_id: uuid.UUID) -> None:
+    tail = _tails.get(session_id)
+    if tail is not None:
+        tail.users -= 1
+        if tail.users <= 0:
+            del _tails[session_id]
+
+
+def _encode(session_id: uuid.UUID, after: int) -> list[tuple[int, str]]:
+    return [
+        (e.seq, json.dumps(frame(seq=e.seq, kind=e.kind, ts=e.ts.isoformat(), body=e.body)))
+        for e in selectors.events_after(session_id=session_id, cursor=after, limit=BATCH)
+    ]
+
+
+# Not thread-sensitive: reads of different sessions (and the authorization checks) run in parallel.
+_read = database_sync_to_async(_encode, thread_sensitive=False)
+
+
+async def frames_after(session_id: uuid.UUID, cursor: int, known: int | None) -> list[tuple[int, str]]:
+    """Up to ``BATCH`` encoded frames after ``cursor``. ``known``: a seq a wake-up said exists (or ``None``
+    to look in the database whatever the cache holds)."""
+    tail = _tails.get(session_id)
+    if tail is None:
+        return await _read(session_id, cursor)
+    if known is None and tail.frames and time.monotonic() - tail.read_at < FRESH_SECONDS:
+        known = tail.frames[-1][0]  # just read by another consumer: no need to ask again so soon
+    cached = tail.after(cursor, known)
+    if cached is not None:
+        return cached
+    if tail.frames and cursor + 1 < tail.frames[0][0]:
+        return await _read(session_id, cursor)  # behind the window: read alone, leave the cache alone
+    async with tail.lock:
+        cached = tail.after(cursor, known)  # another consumer may have read while this one waited
+        if cached is not None:
+            return cached
+        start = tail.frames[-1][0] if tail.frames else cursor
+        rows = await _read(session_id, start)
+        tail.read_at = time.monotonic()
+        if tail.frames and start == tail.frames[-1][0]:
+            tail.frames.extend(rows)
+        else:
+            tail.frames = rows
+        del tail.frames[:-KEEP]
+        return tail.after(cursor, cursor + 1 if tail.frames else None) or []
