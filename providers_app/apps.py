@@ -12,8 +12,14 @@ class ProvidersConfig(AppConfig):
         from tess_site.health import register_health_check
 
         from .health import provider_health_report
+        from .hermes import HermesProvider
+        from .matrix import MatrixProvider
+        from .pi import PiProvider
         from .registry import register_runtime_provider
         from .tmux import TmuxProvider
 
         register_runtime_provider(TmuxProvider.kind, TmuxProvider)
+        register_runtime_provider(PiProvider.kind, PiProvider)
+        register_runtime_provider(HermesProvider.kind, HermesProvider)
+        register_runtime_provider(MatrixProvider.kind, MatrixProvider)
         register_health_check("runtime_providers", provider_health_report)

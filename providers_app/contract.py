@@ -149,6 +149,10 @@ class OutputChunk:
     cursor: str
     next_cursor: str
     source: str = ""  # the provider's exact id of where it came from (tmux: the pane, "%5"); opaque
+    # A point the runtime compacted its context at (pi: a ``compaction`` entry), for sessions_app to record
+    # as a checkpoint event: ``{"kind", "entry_id", "summary", "first_kept_entry_id", "tokens_before"}``.
+    # Such a chunk usually carries no ``data``.
+    checkpoint: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,16 @@ class TmuxHarness:
 
 HARNESSES: dict[str, Callable[..., Harness]] = {"tmux": TmuxHarness}
 
+from .hermes_harness import HermesHarness  # noqa: E402  (issue 9: each kind adds its harness here)
+from .pi_harness import PiHarness, PiRpcHarness  # noqa: E402
+
+HARNESSES |= {"pi": PiHarness, "pi-rpc": PiRpcHarness, "hermes": HermesHarness}
+
+from .matrix_harness import MatrixHarness  # noqa: E402
+from .synapse import synapse  # noqa: E402, F401  (the session's homeserver, for the matrix harness)
+
+HARNESSES |= {"matrix": MatrixHarness}
+
 
 @pytest.fixture
 def system_scope() -> Scope:
@@ -147,7 +157,10 @@ def make_runtime(
     made: list[Harness] = []
 
     def make(name: str = "primary", **extra: Any) -> Harness:
-        harness = HARNESSES[request.param](tmp_path_factory.mktemp(name), name, **extra)
+        factory = HARNESSES[request.param]
+        # A harness may name session fixtures it needs (matrix: the homeserver); only its kind starts them.
+        needs = {fixture: request.getfixturevalue(fixture) for fixture in getattr(factory, "needs", ())}
+        harness = factory(tmp_path_factory.mktemp(name), name, **needs, **extra)
         made.append(harness)
         return harness
 

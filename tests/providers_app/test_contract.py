@@ -67,6 +67,25 @@ def listed_ids(provider: AgentRuntimeProvider, scope: Scope) -> list[str]:
     return [session.ref.runtime_id for session in provider.list_sessions(scope)]
 
 
+def unsupported(runtime: Harness) -> frozenset[Operation]:
+    """What the harness's kind legitimately does not offer (none unless it says so); each must fail closed."""
+    return frozenset(getattr(runtime, "unsupported", frozenset()))
+
+
+def live_calls(runtime: Harness, ref: RuntimeRef, scope: Scope) -> dict[Operation, Callable[[], object]]:
+    provider = runtime.provider
+    return {
+        Operation.LIST: lambda: provider.list_sessions(scope),
+        Operation.TREE: lambda: provider.get_session_tree(scope, ref),
+        Operation.STREAM: lambda: provider.stream_session(ref, None, scope),
+        Operation.SEND: lambda: provider.send_message(ref, "hi", "key-u", scope),
+        Operation.ATTACH: lambda: provider.attach(ref, AttachMode.READ_ONLY, scope),
+        Operation.DETACH: lambda: provider.detach(ref, scope),
+        Operation.TERMINATE: lambda: provider.terminate(ref, "approval-1", scope),
+        Operation.START: lambda: provider.start_session(scope, title="t"),
+    }
+
+
 # --- capabilities and health -------------------------------------------------------------------------
 
 
@@ -83,6 +102,22 @@ def test_it_describes_itself_and_reports_a_heartbeat(runtime: Harness, system_sc
     assert health.heartbeat_at is not None
 
 
+def test_it_declares_exactly_the_operations_it_offers(runtime: Harness) -> None:
+    assert runtime.provider.capabilities().operations == frozenset(Operation) - unsupported(runtime)
+
+
+def test_every_operation_it_does_not_offer_raises_the_typed_error(runtime: Harness, system_scope: Scope) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    calls = live_calls(runtime, ref, system_scope)
+
+    for operation in sorted(unsupported(runtime)):
+        with pytest.raises(CapabilityUnsupported) as refused:
+            calls[operation]()
+        assert refused.value.details["operation"] == operation.value
+    assert listed_ids(runtime.provider, system_scope) == [ref.runtime_id]
+    assert runtime.received(ref) == ""
+
+
 # --- list and tree -----------------------------------------------------------------------------------
 
 
@@ -93,7 +128,7 @@ def test_it_lists_a_started_session_under_its_exact_reference(runtime: Harness, 
 
     assert [session.ref for session in sessions] == [ref]
     assert sessions[0].title == "alpha"
-    assert sessions[0].status == "running"
+    assert sessions[0].status == getattr(runtime, "started_status", "running")
     assert ref.instance == runtime.name
 
 
@@ -108,9 +143,9 @@ def test_the_tree_shows_the_session_with_its_windows_and_panes(runtime: Harness,
     assert len(everything) == 2
     session = tree[0]
     assert session.title == "alpha"
-    assert session.children, "a session has at least one child"
+    assert bool(session.children) == getattr(runtime, "starts_with_children", True)
     active = [child for child in session.children if child.active]
-    assert len(active) == 1, "exactly one active child"
+    assert len(active) == (1 if session.children else 0), "exactly one active child"
     assert all(len([leaf for leaf in child.children if leaf.active]) <= 1 for child in session.children)
 
 
@@ -169,11 +204,39 @@ def test_a_malformed_cursor_is_refused(runtime: Harness, system_scope: Scope) ->
 
 def test_a_sent_message_arrives_in_the_runtime_once(runtime: Harness, system_scope: Scope) -> None:
     ref = runtime.start(system_scope, "alpha")
+    if Operation.SEND in unsupported(runtime):
+        with pytest.raises(CapabilityUnsupported):
+            runtime.provider.send_message(ref, "hello wörld", "key-1", system_scope)
+        assert runtime.received(ref) == ""
+        return
 
     result = runtime.provider.send_message(ref, "hello wörld", "key-1", system_scope)
 
     assert result.delivered
     assert wait_for(lambda: runtime.received(ref), "the message to arrive") == "hello wörld\n"
+
+
+def test_a_send_retried_with_the_same_key_is_never_delivered_twice_when_reported_as_replayed(
+    runtime: Harness, system_scope: Scope
+) -> None:
+    """A provider that recognises retries (``recognises_retries``) must say so and deliver once; one that
+    cannot (tmux, pi) reports ``replayed=False`` and leaves once-only delivery to the caller's inbox."""
+    ref = runtime.start(system_scope, "alpha")
+    if Operation.SEND in unsupported(runtime):
+        with pytest.raises(CapabilityUnsupported):
+            runtime.provider.send_message(ref, "once", "key-r", system_scope)
+        return
+
+    first = runtime.provider.send_message(ref, "once", "key-r", system_scope)
+    again = runtime.provider.send_message(ref, "once", "key-r", system_scope)
+
+    recognises = getattr(runtime, "recognises_retries", None)
+    assert not first.replayed
+    if recognises is not None:
+        assert again.replayed == recognises
+    if again.replayed:
+        assert again.provider_message_id == first.provider_message_id
+        assert wait_for(lambda: runtime.received(ref), "the message to arrive") == "once\n"
 
 
 def test_attach_gives_every_declared_mode_and_detach_ends_it(runtime: Harness, system_scope: Scope) -> None:
@@ -194,8 +257,9 @@ def test_terminate_is_refused_without_an_approval_reference(
     runtime: Harness, system_scope: Scope, approval_ref: str
 ) -> None:
     ref = runtime.start(system_scope, "alpha")
+    refusal = CapabilityUnsupported if Operation.TERMINATE in unsupported(runtime) else ApprovalRequired
 
-    with pytest.raises(ApprovalRequired):
+    with pytest.raises(refusal):
         runtime.provider.terminate(ref, approval_ref, system_scope)
 
     assert listed_ids(runtime.provider, system_scope) == [ref.runtime_id]
@@ -206,6 +270,12 @@ def test_terminate_with_an_approval_reference_ends_only_that_session(runtime: Ha
     kept = runtime.start(system_scope, "beta")
     runtime.emit(doomed, b"last words")
     read_until(runtime.provider, doomed, system_scope, None, len(b"last words"), limit=64)
+    if Operation.TERMINATE in unsupported(runtime):
+        with pytest.raises(CapabilityUnsupported):
+            runtime.provider.terminate(doomed, "approval-1", system_scope)
+        assert sorted(listed_ids(runtime.provider, system_scope)) == sorted([doomed.runtime_id, kept.runtime_id])
+        assert not runtime.provider.stream_session(doomed, None, system_scope).ended
+        return
 
     runtime.provider.terminate(doomed, "approval-1", system_scope)
 
@@ -278,14 +348,11 @@ def test_two_named_instances_never_see_each_others_sessions(
     assert listed_ids(alpha.provider, system_scope) == [alpha_ref.runtime_id]
     assert [s.ref for s in beta.provider.list_sessions(system_scope)] == [beta_ref]
     assert alpha_ref != beta_ref
-    for call in (
-        lambda: beta.provider.stream_session(alpha_ref, None, system_scope),
-        lambda: beta.provider.send_message(alpha_ref, "hi", "key-3", system_scope),
-        lambda: beta.provider.attach(alpha_ref, AttachMode.READ_ONLY, system_scope),
-        lambda: beta.provider.get_session_tree(system_scope, alpha_ref),
-        lambda: beta.provider.terminate(alpha_ref, "approval-1", system_scope),
-    ):
-        with pytest.raises(RuntimeNotFound):
-            call()
+    calls = live_calls(beta, alpha_ref, system_scope)
+    for operation in (Operation.STREAM, Operation.SEND, Operation.ATTACH, Operation.TREE, Operation.TERMINATE):
+        # An operation the kind does not offer fails closed before it looks at the reference.
+        refusal = CapabilityUnsupported if operation in unsupported(beta) else RuntimeNotFound
+        with pytest.raises(refusal):
+            calls[operation]()
     assert listed_ids(alpha.provider, system_scope) == [alpha_ref.runtime_id]
     assert alpha.received(alpha_ref) == ""

@@ -1,0 +1,63 @@
+"""Contract-suite harnesses for pi: session files written in the real v3 format, with and without RPC.
+
+``pi``: a sessions directory only (no executable), so sending fails closed. ``pi-rpc``: the same, with
+``pi_rpc_peer.py`` standing in for ``pi --mode rpc`` (no model). ``emit`` appends an assistant message to
+the session file (the file grows while the provider follows it); ``received`` is what the RPC peer got.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from providers_app.contract import Operation, RuntimeRef
+from providers_app.pi import PiProvider
+from tess_site.scope import Scope
+
+from .pi_writer import PiSessionWriter
+
+RPC_PEER = Path(__file__).with_name("pi_rpc_peer.py")
+
+
+class PiHarness:
+    rpc = False
+    started_status = "unknown"  # a session file says nothing about a live process
+    starts_with_children = True  # the session_info entry naming it
+    recognises_retries = False  # pi RPC has no idempotency keys
+
+    def __init__(self, directory: Path, name: str, **extra: Any) -> None:
+        self.name = name
+        self.directory = directory / "sessions"
+        self.directory.mkdir()
+        self.config: dict[str, Any] = {"kind": "pi", "sessions_dir": str(self.directory), "timeout": 10}
+        if self.rpc:
+            self.config["executable"] = [sys.executable, str(RPC_PEER)]
+        self.config.update(extra)
+        self.provider = PiProvider(name=name, config=self.config)
+        self.writers: dict[str, PiSessionWriter] = {}
+
+    @property
+    def unsupported(self) -> frozenset[Operation]:
+        absent = {Operation.TERMINATE, Operation.START}
+        return frozenset(absent if self.rpc else absent | {Operation.SEND})
+
+    def start(self, scope: Scope, title: str) -> RuntimeRef:
+        writer = PiSessionWriter(self.directory)
+        writer.name(title)
+        self.writers[writer.id] = writer
+        return next(s.ref for s in self.provider.list_sessions(scope) if s.ref.runtime_id == writer.id)
+
+    def emit(self, ref: RuntimeRef, data: bytes) -> None:
+        self.writers[ref.runtime_id].assistant(data.decode())
+
+    def received(self, ref: RuntimeRef) -> str:
+        inbox = Path(str(self.writers[ref.runtime_id].path) + ".received")
+        return inbox.read_text() if inbox.exists() else ""
+
+    def close(self) -> None:
+        self.provider.close()
+
+
+class PiRpcHarness(PiHarness):
+    rpc = True
