@@ -36,3 +36,84 @@ class MemorySwitchAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: MemorySwitch, form: Any, change: bool) -> None:
         memory_switch_set(enabled=obj.enabled, changed_by=f"admin:{request.user.get_username()}")
+
+
+# --- reviewed coding memory ------------------------------------------------------------------------------
+# Staff see the entries of tenants where they hold a role; activating and rejecting go through the same
+# services as the API, so only approvers and admins of the entry's tenant succeed.
+
+from django.contrib import messages  # noqa: E402
+from django.db.models import QuerySet  # noqa: E402
+
+from tess_site.accounts.models import Membership  # noqa: E402
+from tess_site.accounts.selectors import roles_for  # noqa: E402
+from tess_site.errors import TessError  # noqa: E402
+from tess_site.scope import Channel, Scope  # noqa: E402
+
+from .coding.models import CodingMemoryEntry, CodingMemoryExport  # noqa: E402
+from .coding.services import coding_memory_apply, coding_memory_reject  # noqa: E402
+
+
+def _admin_scope(request: HttpRequest, entry: CodingMemoryEntry) -> Scope:
+    return Scope(
+        tenant=entry.tenant,
+        actor=request.user,  # type: ignore[arg-type]
+        channel=Channel.WEB,
+        correlation_id=getattr(request, "correlation_id", "") or "admin",
+        roles=roles_for(user=request.user, tenant=entry.tenant),
+    )
+
+
+class _TenantMemberAdmin(admin.ModelAdmin):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        tenants = Membership.objects.filter(user_id=request.user.pk or 0).values("tenant_id")
+        return super().get_queryset(request).filter(tenant_id__in=tenants)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(CodingMemoryEntry)
+class CodingMemoryEntryAdmin(_TenantMemberAdmin):
+    list_display = ["workspace_key", "kind", "status", "human_verified", "reviewer", "created_at"]
+    list_filter = ["status", "kind"]
+    search_fields = ["workspace_key"]
+    actions = ["activate", "reject"]
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet[CodingMemoryEntry], decide: Any, verb: str) -> None:
+        done = 0
+        for entry in queryset:
+            try:
+                decide(_admin_scope(request, entry), entry_id=entry.pk, rationale=f"{verb} in the admin review list")
+                done += 1
+            except TessError as exc:
+                self.message_user(request, f"{entry}: {exc.message}", level=messages.ERROR)
+        if done:
+            self.message_user(request, f"{verb} {done} entries.")
+
+    @admin.action(description="Activate (human-verified) selected candidates")
+    def activate(self, request: HttpRequest, queryset: QuerySet[CodingMemoryEntry]) -> None:
+        self._decide(request, queryset, coding_memory_apply, "Activated")
+
+    @admin.action(description="Reject selected candidates")
+    def reject(self, request: HttpRequest, queryset: QuerySet[CodingMemoryEntry]) -> None:
+        self._decide(request, queryset, coding_memory_reject, "Rejected")
+
+
+@admin.register(CodingMemoryExport)
+class CodingMemoryExportAdmin(_TenantMemberAdmin):
+    list_display = ["workspace_key", "exported_at", "exported_by", "via", "record_count", "ingestion"]
+    list_filter = ["ingestion", "via"]
+    exclude = ["records"]

@@ -18,3 +18,11 @@ class MemoryConfig(AppConfig):
 
         register_card_handler(CARD_KIND, MemoryCardHandler())
         register_reference_resolver("audit", audit_readable, many=audit_readable_many)
+
+        from .coding import tasks as coding_tasks  # noqa: F401  (registers the ingestion task with Celery)
+        from .plugin.orm import OrmAdapter
+        from .plugin.plastmem import PlastMemAdapter
+        from .plugin.registry import register_operator_memory_adapter
+
+        register_operator_memory_adapter(OrmAdapter.kind, OrmAdapter)
+        register_operator_memory_adapter(PlastMemAdapter.kind, PlastMemAdapter)

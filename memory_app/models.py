@@ -108,3 +108,19 @@ class MemorySwitch(models.Model):
 
     def __str__(self) -> str:
         return f"operator memory {'on' if self.enabled else 'off'}"
+
+
+# The plugin's and reviewed coding memory's models live in their own packages; imported here so Django
+# finds them as models of this app.
+from .coding.models import CodingMemoryEntry, CodingMemoryExport, CodingMemoryReview  # noqa: E402
+from .plugin.models import OperationalMemoryRecord  # noqa: E402
+
+__all__ = [
+    "CodingMemoryEntry",
+    "CodingMemoryExport",
+    "CodingMemoryReview",
+    "MemorySwitch",
+    "OperationalMemoryRecord",
+    "OperatorMemory",
+    "OperatorMemoryHistory",
+]

@@ -257,3 +257,19 @@ if TESS_DEMO_SESSION:
             "command": ["sh", "-c", 'i=0; while :; do i=$((i+1)); echo "demo tick $i $(date -u +%T)"; sleep 1; done'],
         },
     )
+
+# --- operational memory plugin and reviewed coding memory (seeds 000 and 003) --------------------------
+# Named adapter instances and the active one: {"active": "default", "instances": {"default": {"kind": "orm",
+# "project_files": {"<tenant slug or *>": ["/path/runbook.md"]}, "startup": {"max_items": 8}}}}.
+TESS_MEMORY_PLUGIN: dict[str, Any] = _json.loads(
+    env_str("TESS_MEMORY_PLUGIN", "") or '{"active": "default", "instances": {"default": {"kind": "orm"}}}'
+)
+TESS_MEMORY_STARTUP_MAX_ITEMS = env_int("TESS_MEMORY_STARTUP_MAX_ITEMS", 8, minimum=1, maximum=50)
+TESS_MEMORY_STARTUP_MAX_CHARS = env_int("TESS_MEMORY_STARTUP_MAX_CHARS", 4000, minimum=200, maximum=32000)
+# Extra redaction patterns for captures, name → regex (JSON), on top of the built-in secret shapes.
+TESS_MEMORY_REDACTION_PATTERNS: dict[str, str] = _json.loads(env_str("TESS_MEMORY_REDACTION_PATTERNS", "") or "{}")
+# plast-mem (moeru-ai/plast-mem) for ingestion of exported coding memory and pre-retrieve; unset: off.
+TESS_PLASTMEM_URL = env_str("TESS_PLASTMEM_URL", "") or ""
+TESS_PLASTMEM_TIMEOUT = env_int("TESS_PLASTMEM_TIMEOUT", 5, minimum=1, maximum=60)
+TESS_PLASTMEM_CONTEXT_MAX_ITEMS = env_int("TESS_PLASTMEM_CONTEXT_MAX_ITEMS", 10, minimum=1, maximum=100)
+TESS_PLASTMEM_CONTEXT_MAX_CHARS = env_int("TESS_PLASTMEM_CONTEXT_MAX_CHARS", 2000, minimum=200, maximum=16000)

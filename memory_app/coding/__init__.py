@@ -1,0 +1,1 @@
+"""Reviewed coding memory and the plast-mem bridge (seed 003)."""
