@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from tess_site.accounts.models import Tenant
 
-from .models import AuditEvent
+from .models import Approval, ApprovalSettings, AuditEvent
 from .selectors import audit_events_readable, audit_tenant_ids_readable
 
 
@@ -107,3 +107,83 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class _ReadOnlyTenantScopedAdmin(admin.ModelAdmin):
+    """Read-only, and limited to the tenants the person audits (like the audit feed)."""
+
+    actions = None
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        ids = readable_tenant_ids(request)
+        if ids is None:
+            return True
+        return obj.tenant_id in ids if obj is not None else bool(ids)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Approval)
+class ApprovalAdmin(_ReadOnlyTenantScopedAdmin):
+    """Approval requests: what was asked, by whom, the decision and the execution. Links are never shown."""
+
+    list_display = ["created_at", "tenant", "action", "target", "requester", "status", "execution", "decided_by"]
+    list_filter = [TenantFilter, "status", "execution", "action"]
+    search_fields = ["id", "target_id", "session_id", "correlation_id", "requester__username"]
+    list_select_related = ["tenant", "requester", "decided_by"]
+    ordering = ["-created_at"]
+    exclude = ["consumed_at"]
+    readonly_fields = [
+        "id",
+        "tenant",
+        "requester",
+        "action",
+        "target_type",
+        "target_id",
+        "parameters",
+        "session_id",
+        "reason",
+        "channel",
+        "correlation_id",
+        "status",
+        "created_at",
+        "expires_at",
+        "decided_by",
+        "decided_at",
+        "decision_reason",
+        "execution",
+        "executed_at",
+        "result",
+    ]
+
+    @admin.display(description="target", ordering="target_type")
+    def target(self, approval: Approval) -> str:
+        return f"{approval.target_type}:{approval.target_id}"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
+        queryset = Approval.objects.select_related("tenant", "requester", "decided_by")
+        ids = readable_tenant_ids(request)
+        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+
+
+@admin.register(ApprovalSettings)
+class ApprovalSettingsAdmin(admin.ModelAdmin):
+    """Per-tenant approval policy (self-approval); changed by superusers only."""
+
+    list_display = ["tenant", "allow_self_approval"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)

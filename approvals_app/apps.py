@@ -14,3 +14,10 @@ class ApprovalsConfig(AppConfig):
         from .services import record_audit
 
         register_audit_recorder(record_audit)
+
+        from tess_site.leases import register_leased_work
+
+        from .executions import wake_execution
+        from .models import ApprovalExecution
+
+        register_leased_work(ApprovalExecution, wake_execution)

@@ -9,6 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from tess_site.accounts.models import Tenant
+from tess_site.leases import LeasedWork
 
 
 class AuditChainHead(models.Model):
@@ -94,3 +95,148 @@ class Card(models.Model):
 
     def __str__(self) -> str:
         return f"card {self.id} {self.kind} {self.status}"
+
+
+class ApprovalSettings(models.Model):
+    """Tenant-level approval policy. A tenant without a row uses the defaults (no self-approval)."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, primary_key=True, related_name="approval_settings")
+    allow_self_approval = models.BooleanField(
+        default=False, help_text="Let a requester who is also an approver decide their own request."
+    )
+
+    class Meta:
+        verbose_name_plural = "approval settings"
+
+    def __str__(self) -> str:
+        return f"approval settings of {self.tenant_id}"
+
+
+class Approval(models.Model):
+    """A request for a human decision on one exact action (DESIGN.md, authority model).
+
+    ``action``, ``target_type``/``target_id`` and ``parameters`` are exactly what will be executed. The
+    decision is a conditional UPDATE from ``pending`` (one decision however many clicks race); ``consumed_at``
+    is set once, by the executor's claim, so an approval is used at most once.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+
+    class Execution(models.TextChoices):
+        NONE = "none"  # not approved (yet)
+        QUEUED = "queued"
+        EXECUTED = "executed"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approvals")
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tess_approvals")
+    action = models.CharField(max_length=64)
+    target_type = models.CharField(max_length=64)
+    target_id = models.CharField(max_length=64)
+    parameters = models.JSONField(default=dict, blank=True)
+    session_id = models.CharField(max_length=64, null=True, blank=True)
+    reason = models.TextField(blank=True)
+    channel = models.CharField(max_length=16)
+    correlation_id = models.CharField(max_length=128)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    execution = models.CharField(max_length=16, choices=Execution.choices, default=Execution.NONE)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "requester", "-created_at"], name="approval_requester_recent"),
+            models.Index(fields=["tenant", "status", "expires_at"], name="approval_status_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval {self.id} {self.action} {self.target_type}:{self.target_id} {self.status}"
+
+
+class ApprovalLink(models.Model):
+    """One approver's one-time link to one approval. Only the SHA-256 of the token is stored."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="links")
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "approver"], name="approval_link_one_per_approver"),
+        ]
+        indexes = [models.Index(fields=["approver", "-created_at"], name="approval_link_approver")]
+
+    def __str__(self) -> str:
+        return f"link of {self.approver_id} to {self.approval_id}"
+
+
+class ApprovalExecution(LeasedWork):
+    """The durable work of executing one approved action, claimed with a lease; exactly one per approval."""
+
+    approval = models.OneToOneField(Approval, on_delete=models.CASCADE, related_name="execution_item")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta(LeasedWork.Meta):
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="approval_exec_state_lease"),
+            models.Index(fields=["state", "available_at"], name="approval_exec_state_avail"),
+        ]
+
+    def __str__(self) -> str:
+        return f"execution of {self.approval_id} ({self.state})"
+
+
+class Handoff(LeasedWork):
+    """Mos-owned work (coding, reviews, merges) Tess handed to Mos, correlated with the turn that asked.
+
+    ``status`` is Mos's side of the lifecycle: queued → dispatched → acknowledged → completed or failed; it
+    only moves forward. The inherited lease fields are the dispatch work (a task claims it, the sweeper
+    re-queues it). ``summary`` and ``payload`` hold the operator's request for Mos; ``result`` what Mos sent back.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        DISPATCHED = "dispatched"
+        ACKNOWLEDGED = "acknowledged"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="handoffs")
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tess_handoffs")
+    session_id = models.CharField(max_length=64, null=True, blank=True)
+    correlation_id = models.CharField(max_length=128)
+    summary = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    adapter = models.CharField(max_length=16, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta(LeasedWork.Meta):
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="handoff_state_lease"),
+            models.Index(fields=["state", "available_at"], name="handoff_state_avail"),
+            models.Index(fields=["tenant", "requester", "-created_at"], name="handoff_requester_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"hand-off {self.id} {self.status}"

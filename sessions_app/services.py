@@ -18,9 +18,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
+from approvals_app.models import Approval
 from approvals_app.services import record_audit
 from providers_app.contract import (
-    ApprovalRequired,
     AttachmentRequired,
     ProviderError,
     ProviderUnavailable,
@@ -387,21 +387,16 @@ def inbox_requeue_due() -> int:
 # --- terminate ----------------------------------------------------------------------------------------
 
 
-def session_terminate(*, scope: Scope, session_id: object) -> None:
-    """Terminating needs a durable one-time approval for exactly this session and action.
+def session_terminate(*, scope: Scope, session_id: object, reason: str = "") -> Approval:
+    """Ask to terminate: a pending approval for exactly this session and action (nothing is killed here).
 
-    Approvals arrive with issue 5; until then this fails closed with ``approval_required``, audited.
+    Once an approver approves it, approvals_app runs ``terminate.execute_terminate`` exactly once.
     """
+    from .terminate import terminate_request
+
     session = selectors.access_session(scope=scope, session_id=session_id)
     _require_owner_or_admin(scope, session)
-    record_audit(
-        scope,
-        action="session.terminate",
-        target_type="session",
-        target_id=str(session.pk),
-        outcome="approval_required",
-    )
-    raise ApprovalRequired(details={"session_id": str(session.pk), "action": "session.terminate"})
+    return terminate_request(scope=scope, session=session, reason=reason)
 
 
 # --- the pump: provider output → output events ----------------------------------------------------------

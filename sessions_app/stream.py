@@ -128,7 +128,7 @@ where in the runtime, e.g. a pane; cursors are opaque provider cursors) |
 | `turn.in` | `{"turn_id": str, "channel": str, "text": str}` an operator's turn |
 | `turn.out` | `{"turn_id": str, "text": str, "recalled_count": int}` Tess's reply |
 | `card` | `{"id": str, "kind": str, "status": str, "outcome": str}` |
-| `approval` | `{"id": str, "status": str}` |
+| `approval` | `{"id": str, "status": "pending" \\| "approved" \\| "denied" \\| "executed" \\| "failed"}` |
 | `handoff` | `{"id": str, "status": str, "result": str}` |
 | `status` | `{"status": "running" \\| "exited" \\| "terminated"}` |
 | `system` | `{"text": str, "code": str}` a system line |

@@ -90,3 +90,7 @@ class AttachmentSerializer(serializers.ModelSerializer[RuntimeAttachment]):
 
     def get_idle_timeout_seconds(self, obj: RuntimeAttachment) -> int:
         return int(settings.TESS_ATTACH_IDLE_SECONDS)
+
+
+class TerminateRequestSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, trim_whitespace=True)

@@ -9,6 +9,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
 from tess_site.api import ScopedAPIView
 
@@ -25,6 +26,7 @@ from .serializers import (
     RuntimeSessionSerializer,
     SessionCreateSerializer,
     SessionSerializer,
+    TerminateRequestSerializer,
     node_json,
 )
 
@@ -160,13 +162,18 @@ class SessionDetachView(ScopedAPIView):
 
 class SessionTerminateView(ScopedAPIView):
     @extend_schema(
-        request=None,
+        request=TerminateRequestSerializer,
+        responses={202: ApprovalSerializer},
         parameters=[IDEMPOTENCY_PARAMETER],
-        description="Ask to terminate the runtime session. It needs a durable one-time approval for exactly "
-        "this session and action; the approval flow arrives with issue 5, so until then this fails "
-        "closed with 403 `approval_required`. Then: 202 with the approval that is now pending.",
+        description="Ask to terminate the runtime session: 202 with the pending approval for exactly this "
+        "session and action. The tenant's approvers get one-time links; once one approves, the session is "
+        "terminated exactly once and its stream shows the `approval` and `status` events.",
     )
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:
-        services.session_terminate(scope=self.scope, session_id=session_id)
-        return Response(status=status.HTTP_202_ACCEPTED)  # unreachable until approvals exist
+        body = TerminateRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        approval = services.session_terminate(
+            scope=self.scope, session_id=session_id, reason=body.validated_data.get("reason", "")
+        )
+        return Response(ApprovalSerializer(approval).data, status=status.HTTP_202_ACCEPTED)

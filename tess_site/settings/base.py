@@ -144,11 +144,20 @@ TESS_TOKEN_DEFAULT_DAYS = env_int("TESS_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 TESS_TOKEN_RATE = env_str("TESS_TOKEN_RATE", "10/min") or "10/min"
 
 # --- model adapter and policy (reported by health, never with credentials) -----------------------
-TESS_MODEL_ADAPTER = env_choice("TESS_MODEL_ADAPTER", ("builtin", "openai"), "builtin")
-TESS_MODEL = env_str("TESS_MODEL", "tess-builtin" if TESS_MODEL_ADAPTER == "builtin" else None)
+# deterministic: the embedded default, answers from live state with no model; openai_compatible: the openai
+# client against any chat-completions base URL. The earlier names builtin/openai are still accepted.
+_ADAPTER_ALIASES = {"builtin": "deterministic", "openai": "openai_compatible"}
+_adapter = env_choice("TESS_MODEL_ADAPTER", ("deterministic", "openai_compatible", *_ADAPTER_ALIASES), "deterministic")
+TESS_MODEL_ADAPTER = _ADAPTER_ALIASES.get(_adapter, _adapter)
+_OPENAI_COMPATIBLE = TESS_MODEL_ADAPTER == "openai_compatible"
+TESS_MODEL = env_str("TESS_MODEL", "gpt-5.6-sol" if _OPENAI_COMPATIBLE else "tess-deterministic")
 TESS_MODEL_BASE_URL = env_str("TESS_MODEL_BASE_URL")
 TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
-TESS_REASONING_LEVEL = env_choice("TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), "medium")
+TESS_REASONING_LEVEL = env_choice(
+    "TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), "high" if _OPENAI_COMPATIBLE else "medium"
+)
+TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
+TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
 TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")
 
 # --- REST API -------------------------------------------------------------------------------------
@@ -273,3 +282,34 @@ TESS_PLASTMEM_URL = env_str("TESS_PLASTMEM_URL", "") or ""
 TESS_PLASTMEM_TIMEOUT = env_int("TESS_PLASTMEM_TIMEOUT", 5, minimum=1, maximum=60)
 TESS_PLASTMEM_CONTEXT_MAX_ITEMS = env_int("TESS_PLASTMEM_CONTEXT_MAX_ITEMS", 10, minimum=1, maximum=100)
 TESS_PLASTMEM_CONTEXT_MAX_CHARS = env_int("TESS_PLASTMEM_CONTEXT_MAX_CHARS", 2000, minimum=200, maximum=16000)
+
+# --- approvals (issue 5) ---------------------------------------------------------------------------
+TESS_APPROVAL_TTL_MINUTES = env_int("TESS_APPROVAL_TTL_MINUTES", 15, minimum=1, maximum=7 * 24 * 60)
+# Attempts on /approvals/<token>/ per person and per client address, e.g. "30/min".
+TESS_APPROVAL_RATE = env_str("TESS_APPROVAL_RATE", "30/min") or "30/min"
+# The public origin approval links in e-mails and direct messages start with.
+TESS_PUBLIC_URL = env_str("TESS_PUBLIC_URL", "http://127.0.0.1:8000") or "http://127.0.0.1:8000"
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tess@localhost") or "tess@localhost"
+CELERY_BEAT_SCHEDULE["approvals-requeue-due"] = {
+    "task": "approvals_app.tasks.requeue_due_executions",
+    "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
+}
+
+# --- Mos hand-offs (approvals_app.handoffs) ------------------------------------------------------------
+# none: a hand-off is recorded and stays queued (the embedded default); redis: appended to a Redis stream,
+# results read back through a consumer group; webhook: POSTed with an HMAC-SHA256 signature over the body,
+# results come back signed to POST /api/v1/handoffs/<id>/result/.
+TESS_MOS_ADAPTER = env_choice("TESS_MOS_ADAPTER", ("none", "redis", "webhook"), "none")
+TESS_MOS_WEBHOOK_URL = env_str("TESS_MOS_WEBHOOK_URL", "") or ""
+TESS_MOS_WEBHOOK_SECRET = env_str("TESS_MOS_WEBHOOK_SECRET", "") or ""
+TESS_MOS_WEBHOOK_TIMEOUT_SECONDS = env_int("TESS_MOS_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
+TESS_MOS_HANDOFF_STREAM = env_str("TESS_MOS_HANDOFF_STREAM", "mos:handoffs") or "mos:handoffs"
+TESS_MOS_RESULT_STREAM = env_str("TESS_MOS_RESULT_STREAM", "mos:results") or "mos:results"
+TESS_MOS_RESULT_GROUP = env_str("TESS_MOS_RESULT_GROUP", "tess") or "tess"
+if TESS_MOS_ADAPTER == "redis":
+    CELERY_BEAT_SCHEDULE["handoffs-read-results"] = {
+        "task": "approvals_app.handoffs.read_handoff_results",
+        "schedule": 2.0,
+    }
+CELERY_BEAT_SCHEDULE["handoffs-requeue-due"] = {"task": "approvals_app.handoffs.requeue_due_handoffs", "schedule": 15.0}

@@ -3,7 +3,17 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import ALLOWED_HOSTS, DATABASE_URL, REDIS_URL, TESS_MODEL, TESS_MODEL_ADAPTER, TESS_MODEL_BASE_URL
+from .base import (
+    ALLOWED_HOSTS,
+    DATABASE_URL,
+    REDIS_URL,
+    TESS_MODEL,
+    TESS_MODEL_ADAPTER,
+    TESS_MODEL_BASE_URL,
+    TESS_MOS_ADAPTER,
+    TESS_MOS_WEBHOOK_SECRET,
+    TESS_MOS_WEBHOOK_URL,
+)
 from .env import env_bool, env_str
 
 DEBUG = env_bool("DEBUG", False)
@@ -19,8 +29,10 @@ if not REDIS_URL:
     _missing.append("REDIS_URL")
 if not env_str("ALLOWED_HOSTS"):
     _missing.append("ALLOWED_HOSTS")
-if TESS_MODEL_ADAPTER == "openai" and not (TESS_MODEL and TESS_MODEL_BASE_URL):
-    _missing.append("TESS_MODEL and TESS_MODEL_BASE_URL (the openai model adapter is selected)")
+if TESS_MODEL_ADAPTER == "openai_compatible" and not (TESS_MODEL and TESS_MODEL_BASE_URL):
+    _missing.append("TESS_MODEL and TESS_MODEL_BASE_URL (the openai_compatible model adapter is selected)")
+if TESS_MOS_ADAPTER == "webhook" and not (TESS_MOS_WEBHOOK_URL and TESS_MOS_WEBHOOK_SECRET):
+    _missing.append("TESS_MOS_WEBHOOK_URL and TESS_MOS_WEBHOOK_SECRET (the webhook Mos adapter is selected)")
 if _missing:
     raise ImproperlyConfigured("Tess refuses to start in production without: " + "; ".join(_missing))
 

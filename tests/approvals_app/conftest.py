@@ -43,3 +43,6 @@ def tamper(sql: str, params: list[Any] | None = None) -> None:
         cursor.execute(sql, params)
         cursor.execute(f'ALTER TABLE "{AUDIT_TABLE}" ENABLE TRIGGER USER')
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
+from tests.approvals_app.approval_fixtures import executed, mailed, request_touch  # noqa: E402, F401

@@ -152,12 +152,15 @@ def test_a_message_without_an_interactive_attachment_is_a_typed_error(cast, api_
     assert response.json()["error"]["code"] == "interactive_attachment_required"
 
 
-def test_terminate_fails_closed_with_approval_required(cast, api_as, start_session):
+def test_terminate_answers_202_with_a_pending_approval_and_kills_nothing(cast, api_as, start_session, tmux):
     session = start_session()
-    response = post(api_as(cast.owner), url(session, "terminate/"))
-    assert response.status_code == 403
-    assert response.json()["error"]["code"] == "approval_required"
-    assert response.json()["error"]["details"] == {"session_id": str(session.pk), "action": "session.terminate"}
+    response = post(api_as(cast.owner), url(session, "terminate/"), {"reason": "runaway loop"})
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["action"], body["target_type"], body["target_id"]) == ("session.terminate", "session", str(session.pk))
+    assert body["status"] == "pending" and body["requester"] == "owner" and body["reason"] == "runaway loop"
+    assert body["parameters"] == {"provider": "alpha", "runtime_id": session.runtime_id}
+    assert session.runtime_id in tmux.tmux("list-sessions", "-F", "#{session_id}").split()
 
 
 def test_creating_a_session_names_an_instance_and_a_title_never_a_command(cast, api_as, tmux):

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from providers_app.contract import ApprovalRequired, AttachmentRequired, RuntimeNotFound
+from providers_app.contract import AttachmentRequired, RuntimeNotFound
 from providers_app.registry import get_provider
 from sessions_app import services
 from sessions_app.models import AttachMode, InboxItem, Session, SessionStatus
@@ -107,14 +107,16 @@ def test_a_viewer_grant_cannot_attach_interactively(cast, start_session):
     services.session_attach(scope=scope_of(cast.teammate, cast.acme), session_id=session.pk, mode=AttachMode.READ_ONLY)
 
 
-def test_terminate_is_refused_without_an_approval_and_the_runtime_lives_on(cast, tmux, start_session):
+def test_asking_to_terminate_only_creates_an_approval_and_the_runtime_lives_on(cast, tmux, start_session):
     session = start_session()
-    with pytest.raises(ApprovalRequired) as refused:
-        services.session_terminate(scope=scope_of(cast.owner, cast.acme), session_id=session.pk)
-    assert refused.value.code == "approval_required"
+    approval = services.session_terminate(scope=scope_of(cast.owner, cast.acme), session_id=session.pk)
+    assert (approval.action, approval.target_id, approval.status) == ("session.terminate", str(session.pk), "pending")
     assert session.runtime_id in tmux.tmux("list-sessions", "-F", "#{session_id}").split()
     session.refresh_from_db()
     assert session.status == SessionStatus.RUNNING
+    assert list(session.events.filter(kind="approval").values_list("body", flat=True)) == [
+        {"id": str(approval.pk), "status": "pending"}
+    ]
 
 
 def test_the_stream_cursor_is_exact_across_pumps(cast, start_session, django_capture_on_commit_callbacks):

@@ -137,11 +137,13 @@ def test_validation_failures_are_not_stored(attached):
 
 def test_typed_errors_of_an_executed_request_are_replayed(cast, api_as, start_session):
     session = start_session()
+    Session.objects.filter(pk=session.pk).update(status="exited")
     client = api_as(cast.owner)
     path = f"/api/v1/sessions/{session.pk}/terminate/"
     first = _post(client, path, {}, "term-1")
     again = _post(client, path, {}, "term-1")
-    assert first.status_code == again.status_code == 403
+    assert first.status_code == again.status_code == 409
+    assert first.json()["error"]["code"] == "session_not_running"
     assert again.json() == first.json()
     assert again["Idempotency-Replayed"] == "true"
 

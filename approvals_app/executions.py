@@ -1,0 +1,122 @@
+"""Executing approved actions exactly once: a leased item per approval, run by a Celery task.
+
+``queue_execution`` creates the item in the deciding transaction and queues the task after commit. The
+task claims the item's lease (``tess_site.leases``), and in one transaction the registered executor
+consumes the approval (a conditional UPDATE: once per approval, ever) and performs the action, and the
+item is completed while the lease is still held. A worker that dies leaves its lease to expire; the
+sweeper re-queues the item and another worker finishes it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from tess_site.leases import LeaseState, claim, complete, fail
+from tess_site.scope import Channel, Scope
+
+from .approvals import action_executor, approval_record_result
+from .models import Approval, ApprovalExecution
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """The lease expired and the item was handed on before this worker could record its result."""
+
+
+def queue_execution(approval: Approval) -> ApprovalExecution:
+    """Create the execution item of a just-approved approval and queue its task after commit."""
+    from tess_site.tasks import enqueue_on_commit
+
+    from .tasks import execute_approval
+
+    item = ApprovalExecution.objects.create(approval=approval)
+    enqueue_on_commit(execute_approval, item.pk)
+    return item
+
+
+def wake_execution(pk: object) -> None:
+    """The lease sweeper's wake-up for a re-queued execution item."""
+    from tess_site.tasks import enqueue_on_commit
+
+    from .tasks import execute_approval
+
+    enqueue_on_commit(execute_approval, pk)
+
+
+def _system_scope(approval: Approval) -> Scope:
+    return Scope(
+        tenant=approval.tenant,
+        actor=None,
+        channel=Channel.SYSTEM,
+        correlation_id=approval.correlation_id or "-",
+        session=approval.session_id,
+    )
+
+
+def _finish_failed(item: ApprovalExecution, *, worker: str, approval: Approval, code: str) -> None:
+    """Record a final failure: the item is done (no retry) and the approval says ``failed``."""
+    scope = _system_scope(approval)
+    with transaction.atomic():
+        if not complete(item, worker=worker):
+            raise LeaseLost(f"approval execution {item.pk}: lease lost")
+        approval_record_result(scope, approval=approval, executed=False, result={"error": {"code": code}})
+
+
+def execution_run(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bool:
+    """Run one execution item if this worker can claim it. True when this call executed the action."""
+    from tess_site.errors import TessError
+
+    item = claim(ApprovalExecution, pk=item_id, worker=worker)
+    if item is None:
+        return False
+    approval = Approval.objects.select_related("tenant").get(pk=item.approval_id)
+    executor = action_executor(approval.action)
+    if executor is None:
+        _finish_failed(item, worker=worker, approval=approval, code="no_executor")
+        return False
+    scope = _system_scope(approval)
+    try:
+        with transaction.atomic():
+            result = executor(scope, approval)
+            if not complete(item, worker=worker):
+                raise LeaseLost(f"approval execution {item.pk}: lease lost after executing")
+            approval.refresh_from_db()
+            approval_record_result(scope, approval=approval, executed=True, result=dict(result or {}))
+        return True
+    except LeaseLost:
+        raise
+    except TessError as exc:
+        if exc.status_code != 503:  # a typed refusal is final; 503 (unavailable) is worth another attempt
+            approval.refresh_from_db()
+            _finish_failed(item, worker=worker, approval=approval, code=exc.code)
+            return False
+        state = fail(item, worker=worker, error=exc.code, retry_in_seconds=retry_in_seconds)
+    except Exception as exc:
+        logger.exception("approval execution %s failed", item.pk)
+        state = fail(item, worker=worker, error=exc.__class__.__name__, retry_in_seconds=retry_in_seconds)
+    if state == LeaseState.FAILED:
+        with transaction.atomic():
+            approval.refresh_from_db()
+            approval_record_result(
+                scope, approval=approval, executed=False, result={"error": {"code": "execution_error"}}
+            )
+    return False
+
+
+def execution_requeue_due() -> int:
+    """Wake items pending and due again after a transient failure (their task already returned).
+
+    Periodic (Celery beat, ``approvals-requeue-due``). Waking an item twice is harmless: only one claim wins.
+    """
+    due = list(
+        ApprovalExecution.objects.filter(
+            state=LeaseState.PENDING, attempts__gt=0, available_at__lte=timezone.now()
+        ).values_list("pk", flat=True)[:500]
+    )
+    for pk in due:
+        wake_execution(pk)
+    return len(due)

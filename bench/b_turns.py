@@ -1,0 +1,100 @@
+"""Copilot turn latency (issue 5): ``POST /api/v1/sessions/<id>/turns/`` with the deterministic adapter,
+operator memory served and 8 notes recalled, server side through the whole Django stack (token auth,
+idempotency record, turn.in/turn.out events, recall, audit), beside ``GET /healthz`` measured in the same
+run. Target: turn p95 at most 10x the health p95. A third row sets the turn beside the cheapest idempotent,
+audited POST on the same session (``.../detach/``): the request stack a turn stands on, without the gateway.
+``BENCH_TURN_SAMPLES`` sets the sample count.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+from django.conf import settings
+from django.test import Client
+from django.utils import timezone
+
+from approvals_app.cards import card_confirm
+from bench.common import Row, percentile
+from memory_app.services import memory_propose
+from sessions_app.models import Session
+from tess_site.accounts import services as accounts
+from tess_site.accounts.selectors import roles_for
+from tess_site.scope import Channel, Role, Scope
+
+SAMPLES = int(os.environ.get("BENCH_TURN_SAMPLES", "400"))
+NOTES = 8
+
+
+def _timings(fn: Callable[[], object], n: int) -> list[float]:
+    for _ in range(min(20, n)):  # warm-up: connections, caches, first-request imports
+        fn()
+    out = []
+    for _ in range(n):
+        started = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - started) * 1e6)
+    return out
+
+
+def _remember(scope: Scope, data: dict[str, str]) -> None:
+    card = memory_propose(scope, data=data)
+    card_confirm(scope=scope, card_id=card.id)
+
+
+def run() -> list[Row]:
+    assert settings.TESS_MODEL_ADAPTER == "deterministic", "the turn benchmark measures the deterministic adapter"
+    tenant = accounts.tenant_create(slug=f"bench-turns-{timezone.now():%H%M%S%f}")
+    user, _ = accounts.user_ensure(username=f"bench-turns-{tenant.pk}", password="bench-pass-1234")
+    accounts.membership_grant(tenant=tenant, user=user, role=Role.OPERATOR)
+    scope = Scope(
+        tenant=tenant,
+        actor=user,
+        channel=Channel.CLI,
+        correlation_id="bench-turns",
+        roles=roles_for(user=user, tenant=tenant),
+    )
+    _remember(scope, {"op": "remember", "category": "standing_initiative", "value": "EVE_EVERYWHERE Phase 5"})
+    for i in range(NOTES - 1):
+        _remember(scope, {"op": "remember", "category": "preferences", "value": f"bench preference number {i}"})
+    token = accounts.token_issue(scope=scope, name="bench").plaintext
+    session = Session.objects.create(
+        tenant=tenant, owner=user, title="bench", provider_instance="bench", runtime_id=f"${uuid.uuid4().hex[:8]}"
+    )
+    client = Client()
+    url = f"/api/v1/sessions/{session.pk}/turns/"
+
+    def take_turn() -> None:
+        response = client.post(
+            url,
+            {"text": "what am I working on?"},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": uuid.uuid4().hex},
+        )
+        assert response.status_code == 200, response.content
+        assert response.json()["memory"]["recalled_count"] == NOTES
+
+    def healthz() -> None:
+        client.get("/healthz")
+
+    def detach() -> None:
+        # The cheapest idempotent, audited POST on the same session: the stack a turn stands on, no gateway.
+        response = client.post(
+            f"/api/v1/sessions/{session.pk}/detach/",
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": uuid.uuid4().hex},
+        )
+        assert response.status_code == 200, response.content
+
+    health = _timings(healthz, SAMPLES)
+    turns = _timings(take_turn, SAMPLES)
+    floor = _timings(detach, SAMPLES)
+    name = f"turn (deterministic, {NOTES} notes recalled)"
+    return [
+        Row(f"{name} p50", "GET /healthz p50", percentile(health, 0.5), percentile(turns, 0.5)),
+        Row(f"{name} p95", "GET /healthz p95", percentile(health, 0.95), percentile(turns, 0.95)),
+        Row(f"{name} p95", "audited POST .../detach/ p95", percentile(floor, 0.95), percentile(turns, 0.95)),
+    ]

@@ -1,0 +1,271 @@
+"""Model-completion adapters: what phrases Tess's answers. Separate from runtime providers (``contract``).
+
+A model phrases; it never grants authority (the gateway's deterministic classifier decides what a turn
+may do before any adapter runs) and it never writes operator memory. Adapters register by name
+(``register_model_adapter``); ``TESS_MODEL_ADAPTER`` picks the configured one:
+
+- ``deterministic`` (the embedded default): no model at all. It answers from the live state in the
+  request and, when it is the configured adapter, may use recalled notes (it names the standing initiative).
+- ``openai_compatible``: the ``openai`` client against any chat-completions base URL
+  (``TESS_MODEL_BASE_URL``), model ``TESS_MODEL`` (default ``gpt-5.6-sol``), reasoning effort
+  ``TESS_REASONING_LEVEL`` (default ``high``), ``TESS_MODEL_TIMEOUT_SECONDS``, streamed or not
+  (``TESS_MODEL_STREAM``). Failures are typed: ``model_timeout``, ``model_unavailable``, ``model_error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.conf import settings
+from rest_framework import status
+
+from tess_site.errors import TessError
+
+# --- typed errors ------------------------------------------------------------------------------------
+
+
+class ModelError(TessError):
+    code = "model_error"
+    status_code: int = status.HTTP_502_BAD_GATEWAY
+    default_message = "The model failed to answer."
+
+
+class ModelTimeout(ModelError):
+    code = "model_timeout"
+    status_code = status.HTTP_504_GATEWAY_TIMEOUT
+    default_message = "The model did not answer in time."
+
+
+class ModelUnavailable(ModelError):
+    code = "model_unavailable"
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_message = "The model endpoint cannot be reached."
+
+
+class ModelAdapterUnknown(ModelError):
+    code = "model_adapter_unknown"
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    default_message = "No model adapter is registered under that name."
+
+
+# --- what an adapter is given and returns ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The assembled prompt: a stable prefix (policy only) and a dynamic section, then the operator's text."""
+
+    stable_prefix: str
+    dynamic: str
+    user_text: str
+
+    def messages(self) -> list[dict[str, str]]:
+        # The stable prefix is its own first message so providers can cache it across turns and operators.
+        messages = [{"role": "system", "content": self.stable_prefix}]
+        if self.dynamic:
+            messages.append({"role": "system", "content": self.dynamic})
+        messages.append({"role": "user", "content": self.user_text})
+        return messages
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One answer to phrase. ``intent`` is the classifier's class (``conversation``, ``status``,
+    ``diagnostics``); ``live`` is the authoritative state the answer must rest on; ``standing_initiative`` is
+    the operator's recalled initiative, or empty when memory was not read or must not ground the answer."""
+
+    prompt: Prompt
+    intent: str
+    live: dict[str, Any] = field(default_factory=dict)
+    standing_initiative: str = ""
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str
+    adapter: str
+    model: str
+
+
+class ModelAdapter(Protocol):
+    name: str
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        """Phrase an answer; raise a ``ModelError`` subclass on failure."""
+
+
+AdapterFactory = Callable[[], ModelAdapter]
+_factories: dict[str, AdapterFactory] = {}
+
+
+def register_model_adapter(name: str, factory: AdapterFactory) -> None:
+    _factories[name] = factory
+
+
+def registered_model_adapters() -> list[str]:
+    return sorted(_factories)
+
+
+def get_model_adapter(name: str | None = None) -> ModelAdapter:
+    """The adapter ``name`` (default: ``TESS_MODEL_ADAPTER``), built from the current settings."""
+    chosen = name or settings.TESS_MODEL_ADAPTER
+    factory = _factories.get(chosen)
+    if factory is None:
+        raise ModelAdapterUnknown(details={"adapter": chosen})
+    return factory()
+
+
+# --- deterministic ------------------------------------------------------------------------------------------
+
+CAPABILITIES_LINE = (
+    "I can report this session's status from its runtime, run safe diagnostics, park memory cards when you "
+    'say "remember …", "forget …" or "correct …", hand coding work (fix, implement, review, merge) to Mos, '
+    "and ask an approver before terminating a session."
+)
+
+
+def _session_line(live: dict[str, Any]) -> str:
+    session = live.get("session") or {}
+    if not session:
+        return ""
+    return (
+        f"Session “{session.get('title', '')}” on {session.get('provider_instance', '?')} is "
+        f"{session.get('status', 'unknown')} (stream at event {session.get('last_seq', 0)})."
+    )
+
+
+def _runtime_line(live: dict[str, Any]) -> str:
+    runtime = live.get("runtime")
+    if not runtime:
+        return ""
+    if runtime.get("error"):
+        return f"The runtime provider could not be read ({runtime['error']}); I am not guessing its state."
+    parts = [f"The runtime reports {runtime.get('status', 'unknown')}"]
+    if runtime.get("last_activity_at"):
+        parts.append(f", last activity {runtime['last_activity_at']}")
+    return "".join(parts) + "."
+
+
+def _diagnostics_line(live: dict[str, Any]) -> str:
+    diag = live.get("diagnostics")
+    if not diag:
+        return ""
+    health = "healthy" if diag.get("healthy") else "unhealthy"
+    operations = ", ".join(diag.get("operations", [])) or "none"
+    return f"Provider {diag.get('kind', '?')} {diag.get('instance', '?')} is {health}; it supports: {operations}."
+
+
+class DeterministicAdapter:
+    """Answers from live state with no model: the same request always gives the same words."""
+
+    name = "deterministic"
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        live = request.live
+        lines = [_session_line(live)]
+        if request.intent == "status":
+            lines.append(_runtime_line(live))
+        elif request.intent == "diagnostics":
+            lines.append(_runtime_line(live))
+            lines.append(_diagnostics_line(live))
+        else:
+            lines.append(CAPABILITIES_LINE)
+        if request.standing_initiative:
+            lines.append(f"Your standing initiative (from your notes): {request.standing_initiative}")
+        text = " ".join(line for line in lines if line)
+        return ModelReply(text=text, adapter=self.name, model="tess-deterministic")
+
+
+# --- openai_compatible ------------------------------------------------------------------------------------
+
+
+class OpenAICompatibleAdapter:
+    """Chat completions through the ``openai`` client, against any compatible base URL."""
+
+    name = "openai_compatible"
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        reasoning_effort: str,
+        timeout: float,
+        stream: bool,
+    ) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self.model = model
+        self.reasoning_effort = reasoning_effort
+        self.timeout = timeout
+        self.stream = stream
+
+    @classmethod
+    def from_settings(cls) -> OpenAICompatibleAdapter:
+        return cls(
+            base_url=settings.TESS_MODEL_BASE_URL,
+            api_key=settings.TESS_MODEL_API_KEY,
+            model=settings.TESS_MODEL or "gpt-5.6-sol",
+            reasoning_effort=settings.TESS_REASONING_LEVEL,
+            timeout=float(settings.TESS_MODEL_TIMEOUT_SECONDS),
+            stream=settings.TESS_MODEL_STREAM,
+        )
+
+    def _client(self) -> Any:
+        import openai
+
+        # No retries inside the client: the gateway falls back at once instead of keeping the operator waiting.
+        return openai.OpenAI(
+            base_url=self.base_url, api_key=self.api_key or "not-configured", timeout=self.timeout, max_retries=0
+        )
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        import openai
+
+        arguments: dict[str, Any] = {"model": self.model, "messages": request.prompt.messages()}
+        if self.reasoning_effort != "none":
+            arguments["reasoning_effort"] = self.reasoning_effort
+        try:
+            client = self._client()
+            try:
+                text = self._streamed(client, arguments) if self.stream else self._whole(client, arguments)
+            finally:
+                client.close()
+        except openai.APITimeoutError as exc:
+            raise ModelTimeout(details={"adapter": self.name}) from exc
+        except openai.APIConnectionError as exc:
+            raise ModelUnavailable(details={"adapter": self.name}) from exc
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"The model endpoint answered with status {exc.status_code}.",
+                details={"adapter": self.name, "status": exc.status_code},
+            ) from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(details={"adapter": self.name, "error": type(exc).__name__}) from exc
+        if not text.strip():
+            raise ModelError("The model returned an empty answer.", details={"adapter": self.name})
+        return ModelReply(text=text, adapter=self.name, model=self.model)
+
+    @staticmethod
+    def _whole(client: Any, arguments: dict[str, Any]) -> str:
+        completion = client.chat.completions.create(**arguments)
+        if not completion.choices:
+            return ""
+        return str(completion.choices[0].message.content or "")
+
+    @staticmethod
+    def _streamed(client: Any, arguments: dict[str, Any]) -> str:
+        parts: list[str] = []
+        with client.chat.completions.create(**arguments, stream=True) as stream:
+            for chunk in stream:
+                for choice in chunk.choices:
+                    if choice.delta is not None and choice.delta.content:
+                        parts.append(choice.delta.content)
+        return "".join(parts)
+
+
+register_model_adapter(DeterministicAdapter.name, DeterministicAdapter)
+register_model_adapter(OpenAICompatibleAdapter.name, OpenAICompatibleAdapter.from_settings)

@@ -1,0 +1,427 @@
+"""The gateway: one operator turn, from any channel (DESIGN.md, "The copilot turn").
+
+A channel (the REST view today; the CLI and Discord later) verifies its caller and builds an
+``IngressEnvelope``; ``turn_handle`` does the rest: scope → access check → inbound ``turn.in`` event →
+deterministic intent under the authority model → operator-memory recall (if served) → prompt assembly →
+model adapter → outbound ``turn.out`` event → audit. Every event lands in the session stream, so every
+bound channel sees the same turn.
+
+What a turn may do is decided by ``gateway_intent.classify`` before any model runs: answers (conversation,
+status, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
+(terminate), a Mos hand-off (coding work), or a typed refusal. A model only phrases answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from rest_framework import status
+
+from approvals_app.handoffs import handoff_create, result_text
+from approvals_app.models import Handoff
+from approvals_app.services import record_audit
+from memory_app.errors import MemoryUnavailable
+from memory_app.plugin.registry import operator_memory_plugin
+from memory_app.services import Recall, memory_propose, memory_scope_for, recall_for_prompt
+from providers_app.contract import ProviderError
+from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
+from providers_app.registry import get_provider
+from tess_site.errors import Forbidden, InvalidInput, TessError, envelope
+from tess_site.scope import Channel, Role, Scope
+
+from . import selectors, stream
+from .gateway_intent import Intent, IntentClass, classify
+from .gateway_prompt import prompt_assemble, standing_initiative_of
+from .models import Session, SessionEvent
+from .services import event_append, events_append, session_terminate
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from tess_site.accounts.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+MAX_TURN_CHARS = 4000
+
+
+class IntentUnsupported(TessError):
+    code = "intent_unsupported"
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_message = "Tess does not do that; nothing was done."
+
+
+@dataclass(frozen=True, slots=True)
+class IngressEnvelope:
+    """One authenticated turn as a channel hands it to the gateway.
+
+    ``actor``, ``tenant`` and ``roles`` come from the channel's verified credential (a token, a browser
+    session, a Discord signature plus a linked identity) — never from the message itself.
+    """
+
+    channel: Channel
+    actor: User
+    tenant: Tenant
+    roles: frozenset[Role]
+    session_id: str
+    text: str
+    idempotency_key: str
+    correlation_id: str
+    received_at: datetime
+
+    @classmethod
+    def from_scope(
+        cls, scope: Scope, *, session_id: str, text: str, idempotency_key: str, received_at: datetime | None = None
+    ) -> IngressEnvelope:
+        if scope.actor is None:
+            raise InvalidInput("A turn belongs to a person.")
+        return cls(
+            channel=scope.channel,
+            actor=scope.actor,
+            tenant=scope.tenant,
+            roles=scope.roles,
+            session_id=session_id,
+            text=text,
+            idempotency_key=idempotency_key,
+            correlation_id=scope.correlation_id,
+            received_at=received_at or timezone.now(),
+        )
+
+    def scope(self) -> Scope:
+        return Scope(
+            tenant=self.tenant,
+            actor=self.actor,
+            channel=self.channel,
+            correlation_id=self.correlation_id,
+            roles=self.roles,
+        )
+
+
+@dataclass
+class TurnResult:
+    """What one turn did. ``error`` is set when the turn was recorded but refused (typed, naming why)."""
+
+    turn_id: str
+    session_id: str
+    intent: IntentClass
+    reply: str = ""
+    memory_scope: str = "session"
+    recalled_count: int = 0
+    grounded: bool = False
+    adapter: str = ""
+    cards: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    handoffs: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    system_lines: list[tuple[str, str]] = field(default_factory=list)  # (code, text)
+    error: TessError | None = None
+
+    def body(self) -> dict[str, Any]:
+        body = {
+            "turn_id": self.turn_id,
+            "intent": self.intent.value,
+            "reply": self.reply,
+            "memory": {"scope": self.memory_scope, "recalled_count": self.recalled_count, "grounded": self.grounded},
+            "cards": self.cards,
+            "approvals": self.approvals,
+            "handoffs": self.handoffs,
+            "events": self.events,
+        }
+        if self.error is not None:
+            return envelope(self.error.code, self.error.message, {**self.error.details, "turn": body})
+        return body
+
+    @property
+    def http_status(self) -> int:
+        if self.error is None:
+            return status.HTTP_200_OK
+        # The turn itself was recorded; a refusal of what it asked is 422 unless the error says more.
+        return self.error.status_code if self.error.status_code >= 403 else status.HTTP_422_UNPROCESSABLE_ENTITY
+
+
+# --- the turn -----------------------------------------------------------------------------------------
+
+
+def _check_turn(scope: Scope, session: Session, text: str) -> None:
+    if not text.strip() or len(text) > MAX_TURN_CHARS:
+        raise InvalidInput(f"A turn has 1 to {MAX_TURN_CHARS} characters.", details={"field": "text"})
+    if not scope.has_role(Role.OPERATOR) or not selectors.can_operate(scope=scope, session=session):
+        raise Forbidden("Turns need the operator role and the session's owner or an operate grant.")
+
+
+def turn_handle(envelope: IngressEnvelope) -> TurnResult:
+    """Handle one turn; raise only for a turn that is not accepted at all (404, 403, 400)."""
+    base = envelope.scope()
+    session = selectors.access_session(scope=base, session_id=envelope.session_id)
+    scope = base.for_session(str(session.pk))
+    _check_turn(scope, session, envelope.text)
+    intent = classify(envelope.text)
+    result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
+    with transaction.atomic():
+        if intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS):
+            # Answers append all their events in one batch after the model ran: the session row is not
+            # held across the model call, and turn.in still precedes turn.out in the stream.
+            _answer(scope, session, intent, envelope.text, result)
+            rows = events_append(session_id=session.pk, items=[_turn_in(envelope, result), *_turn_out(result)])
+        else:
+            # Actions append turn.in first: what they cause (card, approval, hand-off events) follows it.
+            first = event_append(
+                session_id=session.pk, kind=stream.EventKind.TURN_IN, body=_turn_in(envelope, result)[1]
+            )
+            result.memory_scope = memory_scope_for(scope)
+            _act(scope, session, intent, envelope.text, result)
+            events_append(session_id=session.pk, items=_turn_out(result))
+            # The session row stays locked until commit, so nothing else interleaves with this turn's events.
+            rows = list(SessionEvent.objects.filter(session_id=session.pk, seq__gte=first.seq).order_by("seq"))
+        _audit(scope, session, intent, result)
+        result.events = [stream.frame(seq=e.seq, kind=e.kind, ts=e.ts.isoformat(), body=e.body) for e in rows]
+    return result
+
+
+def _turn_in(envelope: IngressEnvelope, result: TurnResult) -> tuple[stream.EventKind, Any]:
+    body = stream.turn_in_body(turn_id=result.turn_id, channel=envelope.channel.value, text=envelope.text)
+    return stream.EventKind.TURN_IN, body
+
+
+def _turn_out(result: TurnResult) -> list[tuple[stream.EventKind, Any]]:
+    items: list[tuple[stream.EventKind, Any]] = [
+        (stream.EventKind.SYSTEM, stream.system_body(text=text, code=code)) for code, text in result.system_lines
+    ]
+    # turn.out's recalled_count is what grounded this reply ("Recalled: N operator notes" under it).
+    grounded_count = result.recalled_count if result.grounded else 0
+    body = stream.turn_out_body(turn_id=result.turn_id, text=result.reply, recalled_count=grounded_count)
+    items.append((stream.EventKind.TURN_OUT, body))
+    return items
+
+
+def _audit(scope: Scope, session: Session, intent: Intent, result: TurnResult) -> None:
+    """One audit row per decision, ids and codes only (never the turn's text)."""
+    metadata: dict[str, Any] = {
+        "turn_id": result.turn_id,
+        "intent": intent.cls.value,
+        "recalled_count": result.recalled_count,
+        "grounded": result.grounded,
+        "adapter": result.adapter or None,
+        "fallback": any(code == "model_fallback" for code, _ in result.system_lines),
+        "card_id": result.cards[0]["id"] if result.cards else None,
+        "approval_id": result.approvals[0]["id"] if result.approvals else None,
+        "handoff_id": result.handoffs[0]["id"] if result.handoffs else None,
+        "reason": result.error.code if result.error is not None else None,
+    }
+    record_audit(
+        scope,
+        action="turn.decided",
+        target_type="session",
+        target_id=str(session.pk),
+        outcome="refused" if result.error is not None else intent.cls.value,
+        metadata=metadata,
+    )
+
+
+# --- answers: conversation, status, diagnostics ---------------------------------------------------------
+
+
+def live_state(scope: Scope, session: Session, intent: IntentClass) -> dict[str, Any]:
+    """The authoritative state an answer rests on; status and diagnostics ask the session's provider now."""
+    live: dict[str, Any] = {
+        "session": {
+            "id": str(session.pk),
+            "title": session.title,
+            "status": session.status,
+            "provider_instance": session.provider_instance,
+            "last_seq": session.last_seq,
+        }
+    }
+    if intent not in (IntentClass.STATUS, IntentClass.DIAGNOSTICS):
+        return live
+    try:
+        provider = get_provider(session.provider_instance)
+        found = next((r for r in provider.list_sessions(scope) if r.ref.runtime_id == session.runtime_id), None)
+        live["runtime"] = (
+            {"status": "gone"}
+            if found is None
+            else {
+                "status": found.status,
+                "last_activity_at": found.last_activity_at.isoformat() if found.last_activity_at else None,
+            }
+        )
+        if intent is IntentClass.DIAGNOSTICS:
+            health, capabilities = provider.health(), provider.capabilities()
+            live["diagnostics"] = {
+                "kind": capabilities.kind,
+                "instance": capabilities.instance,
+                "healthy": health.ok,
+                "operations": sorted(op.value for op in capabilities.operations),
+            }
+    except ProviderError as exc:
+        live["runtime"] = {"error": exc.code}
+    return live
+
+
+def _recall(scope: Scope, result: TurnResult) -> Recall:
+    try:
+        with transaction.atomic():  # a savepoint: a failed read must not abort the turn's transaction
+            recall = recall_for_prompt(scope)
+    except MemoryUnavailable:
+        result.system_lines.append(
+            ("memory_unavailable", "Operator memory could not be read; this answer uses none of your notes.")
+        )
+        return Recall(block="", recalled_count=0, memory_scope="profile")
+    result.memory_scope = recall.memory_scope
+    result.recalled_count = recall.recalled_count
+    return recall
+
+
+def fallback_line(*, read: int, code: str) -> str:
+    """The system line of a failed model turn (seed 002: it names the read and that it did not ground)."""
+    if read:
+        notes = "operator note was" if read == 1 else "operator notes were"
+        return (
+            f"The model failed ({code}). {read} {notes} read for this turn and did not ground this "
+            "deterministic fallback answer."
+        )
+    return f"The model failed ({code}); this is the deterministic fallback answer."
+
+
+def startup_context(scope: Scope, session: Session) -> list[str]:
+    """The memory plugin's startup context (project truth, then retrieved records, each labelled as data),
+    only at the session's first turn. Never fatal: without it the turn is answered from live state."""
+    if SessionEvent.objects.filter(session_id=session.pk, kind=stream.EventKind.TURN_IN).exists():
+        return []
+    try:
+        with transaction.atomic():  # a savepoint, as in _recall
+            context = operator_memory_plugin().startup_context(scope)
+    except Exception:
+        logger.warning("startup context of session %s could not be read; answering without it", session.pk)
+        return []
+    return [block.render() for block in context.blocks]
+
+
+def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult) -> None:
+    live = live_state(scope, session, intent.cls)
+    recall = _recall(scope, result)
+    retrieved = startup_context(scope, session)
+    prompt = prompt_assemble(text=text, memory_block=recall.block, retrieved=retrieved, live=live)
+    adapter = get_model_adapter()
+    # Only the deterministic adapter reads the standing initiative out of the notes it was given.
+    initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
+    try:
+        reply = adapter.complete(
+            ModelRequest(prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative)
+        )
+        result.grounded = recall.recalled_count > 0
+    except ModelError as exc:
+        # The fallback reads no memory: its prompt has no memory block and it names no initiative.
+        bare = prompt_assemble(text=text, retrieved=retrieved, live=live)
+        reply = DeterministicAdapter().complete(ModelRequest(prompt=bare, intent=intent.cls.value, live=live))
+        result.system_lines.append(("model_fallback", fallback_line(read=recall.recalled_count, code=exc.code)))
+    result.reply, result.adapter = reply.text, reply.adapter
+
+
+# --- actions: memory cards, approvals, hand-offs, refusals ------------------------------------------------
+
+
+def _act(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult) -> None:
+    try:
+        if intent.cls is IntentClass.MEMORY:
+            _memory_card(scope, session, intent, result)
+        elif intent.cls is IntentClass.APPROVAL:
+            _terminate_request(scope, session, result)
+        elif intent.cls is IntentClass.HANDOFF:
+            _handoff(scope, session, text, result)
+        else:
+            raise IntentUnsupported(intent.explanation or None, details={"reason": intent.reason})
+    except TessError as exc:
+        result.error = exc
+        result.reply = f"Nothing was done: {exc.message}"
+
+
+def _memory_card(scope: Scope, session: Session, intent: Intent, result: TurnResult) -> None:
+    # seed 002: only text the operator typed becomes a value, and only through a card they confirm.
+    card = memory_propose(scope, data=intent.memory)
+    payload = card.payload
+    result.cards.append(
+        {
+            "id": str(card.id),
+            "kind": card.kind,
+            "status": card.status,
+            "op": payload.get("op"),
+            "category": payload.get("category"),
+            "slot": payload.get("slot"),
+        }
+    )
+    event_append(
+        session_id=session.pk,
+        kind=stream.EventKind.CARD,
+        body=stream.card_body(id=str(card.id), kind=card.kind, status=card.status),
+    )
+    verb = {"forget_all": "forget all your notes", "forget": "forget that note", "correct": "correct that note"}
+    result.reply = (
+        f"I parked a card to {verb.get(str(payload.get('op')), 'remember that')}. Nothing changes until you confirm it."
+    )
+
+
+def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> None:
+    # The same service as POST .../terminate/: owner or tenant admin only, exactly this runtime in the
+    # approval's parameters, and the requester's pending approval reused rather than duplicated.
+    approval = session_terminate(scope=scope, session_id=session.pk)
+    result.approvals.append(
+        {
+            "id": str(approval.id),
+            "action": approval.action,
+            "status": approval.status,
+            "expires_at": approval.expires_at.isoformat(),
+        }
+    )
+    result.reply = (
+        f"Terminating this session needs an approver's decision. I asked for approval {approval.id}; it expires "
+        f"at {approval.expires_at:%H:%M} UTC. Nothing happens until an approver approves."
+    )
+
+
+def _handoff(scope: Scope, session: Session, text: str, result: TurnResult) -> None:
+    handoff = handoff_create(
+        scope,
+        session_id=str(session.pk),
+        summary=text,
+        payload={
+            "request": text,
+            "turn_id": result.turn_id,
+            "session": {"id": str(session.pk), "title": session.title},
+        },
+    )
+    result.handoffs.append({"id": str(handoff.pk), "status": handoff.status, "adapter": handoff.adapter or "none"})
+    if settings.TESS_MOS_ADAPTER == "none":
+        result.reply = (
+            f"This is coding work for Mos, but no Mos endpoint is configured: hand-off {handoff.pk} is recorded "
+            "and stays queued until one is."
+        )
+    else:
+        result.reply = f"I handed this to Mos as hand-off {handoff.pk}; its result will appear in this session."
+
+
+# --- hand-off results into the stream (registered with approvals_app in AppConfig.ready) ----------------
+
+
+def post_handoff_event(handoff: Handoff) -> None:
+    """Put a hand-off's change into its session's stream, inside the change's transaction."""
+    if not handoff.session_id:
+        return
+    try:
+        session_id = uuid.UUID(handoff.session_id)
+    except ValueError:
+        return
+    if not Session.objects.filter(pk=session_id).exists():
+        return
+    event_append(
+        session_id=session_id,
+        kind=stream.EventKind.HANDOFF,
+        body=stream.handoff_body(id=str(handoff.pk), status=handoff.status, result=result_text(handoff)),
+    )

@@ -1,0 +1,197 @@
+"""Model adapters: the deterministic default, and openai_compatible against a real local HTTP stand-in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+from providers_app.model_adapters import (
+    DeterministicAdapter,
+    ModelAdapterUnknown,
+    ModelError,
+    ModelRequest,
+    ModelTimeout,
+    ModelUnavailable,
+    OpenAICompatibleAdapter,
+    Prompt,
+    get_model_adapter,
+    registered_model_adapters,
+)
+from tests.providers_app.chat_standin import ChatStandIn, running_chat_standin
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = Prompt(stable_prefix="policy", dynamic="## Live state\n{}", user_text="how are things?")
+LIVE = {"session": {"id": "s1", "title": "work", "status": "running", "provider_instance": "alpha", "last_seq": 4}}
+
+
+@pytest.fixture
+def chat_standin() -> Iterator[ChatStandIn]:
+    with running_chat_standin() as standin:
+        yield standin
+
+
+def adapter_for(standin: ChatStandIn, *, model: str = "gpt-5.6-sol", stream: bool = False, timeout: float = 10.0):
+    return OpenAICompatibleAdapter(
+        base_url=standin.base_url,
+        api_key="sk-test",
+        model=model,
+        reasoning_effort="high",
+        timeout=timeout,
+        stream=stream,
+    )
+
+
+def test_both_adapters_are_registered_by_name():
+    assert {"deterministic", "openai_compatible"} <= set(registered_model_adapters())
+
+
+def test_the_deterministic_adapter_is_the_default(settings):
+    assert settings.TESS_MODEL_ADAPTER == "deterministic"
+    assert get_model_adapter().name == "deterministic"
+
+
+def test_an_unknown_adapter_is_a_typed_error():
+    with pytest.raises(ModelAdapterUnknown):
+        get_model_adapter("nonesuch")
+
+
+def test_the_deterministic_adapter_answers_from_live_state_and_names_the_standing_initiative():
+    reply = DeterministicAdapter().complete(
+        ModelRequest(prompt=PROMPT, intent="conversation", live=LIVE, standing_initiative="EVE Phase 5")
+    )
+    assert "“work” on alpha is running" in reply.text
+    assert "Your standing initiative (from your notes): EVE Phase 5" in reply.text
+    assert reply.adapter == "deterministic"
+
+
+@override_settings(
+    TESS_MODEL_ADAPTER="openai_compatible",
+    TESS_MODEL="gpt-5.6-sol",
+    TESS_REASONING_LEVEL="high",
+    TESS_MODEL_BASE_URL="http://127.0.0.1:9/v1",
+    TESS_MODEL_TIMEOUT_SECONDS=7,
+    TESS_MODEL_STREAM=False,
+)
+def test_openai_compatible_is_built_from_settings():
+    adapter = get_model_adapter()
+    assert isinstance(adapter, OpenAICompatibleAdapter)
+    assert (adapter.model, adapter.reasoning_effort, adapter.timeout, adapter.stream) == (
+        "gpt-5.6-sol",
+        "high",
+        7.0,
+        False,
+    )
+    assert adapter.base_url == "http://127.0.0.1:9/v1"
+
+
+def test_it_sends_the_prompt_model_and_reasoning_effort_over_http(chat_standin):
+    reply = adapter_for(chat_standin).complete(ModelRequest(prompt=PROMPT, intent="conversation", live=LIVE))
+    assert reply.text == "stand-in answer to: how are things?"
+    assert (reply.adapter, reply.model) == ("openai_compatible", "gpt-5.6-sol")
+    sent = chat_standin.requests[-1]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["auth"] == "Bearer sk-test"
+    assert sent["body"]["model"] == "gpt-5.6-sol"
+    assert sent["body"]["reasoning_effort"] == "high"
+    assert sent["body"]["messages"] == [
+        {"role": "system", "content": "policy"},
+        {"role": "system", "content": "## Live state\n{}"},
+        {"role": "user", "content": "how are things?"},
+    ]
+
+
+def test_it_reads_a_streamed_answer(chat_standin):
+    reply = adapter_for(chat_standin, stream=True).complete(ModelRequest(prompt=PROMPT, intent="conversation"))
+    assert reply.text == "stand-in answer to: how are things?"
+    assert chat_standin.requests[-1]["body"]["stream"] is True
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_an_error_status_is_a_typed_model_error(chat_standin, stream):
+    with pytest.raises(ModelError) as raised:
+        adapter_for(chat_standin, model="error-500", stream=stream).complete(
+            ModelRequest(prompt=PROMPT, intent="conversation")
+        )
+    assert raised.value.code == "model_error"
+    assert raised.value.details["status"] == 500
+
+
+def test_a_slow_model_is_a_typed_timeout(chat_standin):
+    with pytest.raises(ModelTimeout) as raised:
+        adapter_for(chat_standin, model="slow", timeout=0.3).complete(
+            ModelRequest(prompt=PROMPT, intent="conversation")
+        )
+    assert raised.value.code == "model_timeout"
+
+
+def test_an_unreachable_endpoint_is_typed_unavailable():
+    adapter = OpenAICompatibleAdapter(
+        base_url="http://127.0.0.1:9/v1", api_key=None, model="m", reasoning_effort="none", timeout=2, stream=False
+    )
+    with pytest.raises(ModelUnavailable):
+        adapter.complete(ModelRequest(prompt=PROMPT, intent="conversation"))
+
+
+def test_an_empty_answer_is_a_model_error(chat_standin):
+    with pytest.raises(ModelError):
+        adapter_for(chat_standin, model="empty").complete(ModelRequest(prompt=PROMPT, intent="conversation"))
+
+
+def test_reasoning_effort_none_is_not_sent(chat_standin):
+    adapter = OpenAICompatibleAdapter(
+        base_url=chat_standin.base_url, api_key="k", model="m", reasoning_effort="none", timeout=5, stream=False
+    )
+    adapter.complete(ModelRequest(prompt=PROMPT, intent="conversation"))
+    assert "reasoning_effort" not in chat_standin.requests[-1]["body"]
+
+
+# --- settings: names, defaults and production's refusal ------------------------------------------------------
+
+PROD_BASE = {
+    "SECRET_KEY": "k" * 50,
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/tess",
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "ALLOWED_HOSTS": "tess.example",
+}
+
+
+def _settings_probe(**env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TESS_MODEL", "TESS_REASONING", "TESS_MOS"))}
+    clean.update(env)
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.TESS_MODEL_ADAPTER, s.TESS_MODEL, s.TESS_REASONING_LEVEL)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_openai_compatible_defaults_to_gpt_5_6_sol_with_high_reasoning():
+    result = _settings_probe(DJANGO_SETTINGS_MODULE="tess_site.settings.test", TESS_MODEL_ADAPTER="openai_compatible")
+    assert result.stdout.split() == ["openai_compatible", "gpt-5.6-sol", "high"], result.stderr
+
+
+def test_the_earlier_adapter_names_still_mean_the_same_adapters():
+    result = _settings_probe(DJANGO_SETTINGS_MODULE="tess_site.settings.test", TESS_MODEL_ADAPTER="builtin")
+    assert result.stdout.split()[0] == "deterministic", result.stderr
+
+
+def test_production_refuses_openai_compatible_without_a_base_url():
+    result = _settings_probe(
+        DJANGO_SETTINGS_MODULE="tess_site.settings.prod", TESS_MODEL_ADAPTER="openai_compatible", **PROD_BASE
+    )
+    assert result.returncode != 0
+    assert "TESS_MODEL_BASE_URL" in result.stderr
+
+
+def test_production_refuses_the_webhook_mos_adapter_without_url_and_secret():
+    result = _settings_probe(DJANGO_SETTINGS_MODULE="tess_site.settings.prod", TESS_MOS_ADAPTER="webhook", **PROD_BASE)
+    assert result.returncode != 0
+    assert "TESS_MOS_WEBHOOK_SECRET" in result.stderr

@@ -1,0 +1,61 @@
+"""A Mos hand-off end to end: a coding turn, the signed webhook to a real receiver, the signed result back,
+and the result in the operator's stream."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from rest_framework.test import APIClient
+
+from approvals_app.handoff_adapters import SIGNATURE_HEADER, sign
+from approvals_app.models import Handoff
+from sessions_app.models import Session, SessionEvent
+from tests.approvals_app.test_handoffs import SECRET, Receiver, running_receiver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def receiver(settings) -> Iterator[Receiver]:
+    with running_receiver(settings) as mos:
+        yield mos
+
+
+def test_a_coding_turn_reaches_mos_and_its_result_reaches_the_stream(
+    cast, api_as, receiver, django_capture_on_commit_callbacks
+):
+    session = Session.objects.create(
+        tenant=cast.acme, owner=cast.owner, title="work", provider_instance="nowhere", runtime_id="$1"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_as(cast.owner).post(
+            f"/api/v1/sessions/{session.pk}/turns/",
+            {"text": "review the retry patch"},
+            format="json",
+            headers={"Idempotency-Key": uuid.uuid4().hex, "X-Correlation-ID": "corr-handoff-e2e"},
+        )
+    body = response.json()
+    assert body["intent"] == "handoff"
+    assert "its result will appear in this session" in body["reply"]
+    handoff = Handoff.objects.get(pk=body["handoffs"][0]["id"])
+    assert handoff.status == "dispatched"
+    sent, signature = receiver.received[0]
+    assert signature == sign(SECRET, sent)
+    envelope = json.loads(sent)
+    assert envelope["correlation_id"] == "corr-handoff-e2e"
+    assert envelope["payload"]["request"] == "review the retry patch"
+
+    result = json.dumps({"status": "completed", "result": {"summary": "approved with 1 nit"}}).encode()
+    answered = APIClient().post(
+        envelope["result_path"],
+        result,
+        content_type="application/json",
+        headers={SIGNATURE_HEADER: sign(SECRET, result)},
+    )
+    assert answered.status_code == 200
+    last = SessionEvent.objects.filter(session=session).order_by("-seq").first()
+    assert last is not None and last.kind == "handoff"
+    assert last.body == {"id": str(handoff.pk), "status": "completed", "result": "approved with 1 nit"}
