@@ -48,5 +48,11 @@ class SessionsConfig(AppConfig):
         register_handoff_observer(post_handoff_event)
         register_leased_work(Handoff, wake_handoff)
         register_reference_resolver("handoff", handoff_readable, many=handoffs_readable_many)
+        # seed 000: every operational-memory capture shows in its session's stream (ids only).
+        from memory_app.plugin import register_capture_observer
+
+        from .lifecycle import post_capture_event
+
+        register_capture_observer(post_capture_event)
         if pump.should_start():
             pump.start_embedded_pump()

@@ -39,6 +39,7 @@ from tess_site.scope import Channel, Role, Scope
 from . import selectors, stream
 from .gateway_intent import Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
+from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent
 from .services import event_append, events_append, session_terminate
 
@@ -425,3 +426,9 @@ def post_handoff_event(handoff: Handoff) -> None:
         kind=stream.EventKind.HANDOFF,
         body=stream.handoff_body(id=str(handoff.pk), status=handoff.status, result=result_text(handoff)),
     )
+    if handoff.status in (Handoff.Status.COMPLETED, Handoff.Status.FAILED):
+        capture_on_commit(
+            session_id=session_id,
+            source="handoff.completed",
+            text=f"Hand-off {handoff.pk} {handoff.status}: {result_text(handoff)}",
+        )

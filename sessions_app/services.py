@@ -35,6 +35,7 @@ from tess_site.leases import LeaseState, claim, complete, fail
 from tess_site.scope import Channel, Role, Scope
 
 from . import events, selectors, stream
+from .lifecycle import capture_on_commit, checkpoint_body, checkpoint_capture_text, ended_text
 from .models import (
     AttachMode,
     InboxItem,
@@ -425,18 +426,27 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
         except RuntimeNotFound:
             # The runtime is gone (or its id now means another session): nothing more will come.
             page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)
-        items: list[tuple[stream.EventKind, Any]] = [
-            (
-                stream.EventKind.OUTPUT,
-                stream.output_body(data=c.data, source=c.source, cursor=c.cursor, next_cursor=c.next_cursor),
-            )
-            for c in page.chunks
-            if c.data
-        ]
+        items: list[tuple[stream.EventKind, Any]] = []
         fields: dict[str, Any] = {"cursor": page.next_cursor}
+        for c in page.chunks:
+            if c.data:
+                items.append(
+                    (
+                        stream.EventKind.OUTPUT,
+                        stream.output_body(data=c.data, source=c.source, cursor=c.cursor, next_cursor=c.next_cursor),
+                    )
+                )
+            if c.checkpoint:
+                # The runtime compacted its context: keep where, so the context can be recovered (seed 001).
+                fields["checkpoint"] = {**c.checkpoint, "cursor": c.cursor}
+                items.append((stream.EventKind.SYSTEM, checkpoint_body(c.checkpoint)))
+                capture_on_commit(
+                    session_id=session.pk, source="checkpoint", text=checkpoint_capture_text(session, c.checkpoint)
+                )
         if page.ended:
             items.append((stream.EventKind.STATUS, stream.status_body(status=SessionStatus.EXITED)))
             fields["status"] = SessionStatus.EXITED
+            capture_on_commit(session_id=session.pk, source="session.ended", text=ended_text(session, "exited"))
         events_append(session_id=session.pk, items=items)
         if page.next_cursor != session.cursor or page.ended:
             Session.objects.filter(pk=session.pk).update(**fields)
@@ -451,6 +461,8 @@ def session_mark_exited(*, session_id: uuid.UUID) -> bool:
         )
         if changed:
             event_append(session_id=session_id, kind=stream.EventKind.STATUS, body=stream.status_body(status="exited"))
+            session = Session.objects.get(pk=session_id)
+            capture_on_commit(session_id=session_id, source="session.ended", text=ended_text(session, "exited"))
     return bool(changed)
 
 

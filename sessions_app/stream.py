@@ -111,7 +111,13 @@ def system_body(*, text: str, code: str = "") -> SystemBody:
 
 
 def frame(*, seq: int | None, kind: str, ts: str, body: Any) -> dict[str, Any]:
-    """The one wire shape of an event (REST and websocket alike)."""
+    """The one wire shape of an event (REST and websocket alike).
+
+    ``ts`` is ISO 8601 in UTC written with ``Z``, exactly as the REST serializers write it, so a client sees
+    one format whichever way an event reached it.
+    """
+    if ts.endswith("+00:00"):
+        ts = ts[:-6] + "Z"
     return {"seq": seq, "kind": kind, "ts": ts, "body": body}
 
 

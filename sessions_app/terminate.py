@@ -21,6 +21,7 @@ from tess_site.errors import Conflict, InvalidInput, NotFound
 from tess_site.scope import Scope
 
 from . import stream
+from .lifecycle import capture_on_commit, ended_text
 from .models import Session, SessionStatus
 
 ACTION = "session.terminate"
@@ -127,6 +128,7 @@ def execute_terminate(scope: Scope, approval: Approval) -> dict[str, Any]:
     )
     Session.objects.filter(pk=session.pk).update(status=SessionStatus.TERMINATED, updated_at=timezone.now())
     event_append(session_id=session.pk, kind=stream.EventKind.STATUS, body=stream.status_body(status="terminated"))
+    capture_on_commit(session_id=session.pk, source="session.ended", text=ended_text(session, "terminated"))
     record_audit(
         scope,
         action=ACTION,
@@ -159,3 +161,10 @@ def post_approval_event(approval: Approval) -> None:
         kind=stream.EventKind.APPROVAL,
         body=stream.approval_body(id=str(approval.pk), status=status),
     )
+    if approval.execution in done:
+        capture_on_commit(
+            session_id=session_id,
+            source="approval.executed",
+            text=f"Approval {approval.pk} of {approval.action} on {approval.target_type} {approval.target_id}: "
+            f"{status}.",
+        )

@@ -109,6 +109,13 @@ def test_the_operator_asks_an_approver_approves_and_the_session_is_gone_exactly_
         {"id": str(approval.pk), "status": "executed"},
     ]
     assert [e["body"]["status"] for e in events if e["kind"] == "status"] == ["running", "terminated"]
+    # seed 000: both boundaries are remembered for the owner, and the stream shows each capture.
+    from memory_app.plugin import operator_memory_plugin
+    from tests.conftest import scope_of
+
+    recent = operator_memory_plugin().recent(scope_of(emails.owner, emails.acme))
+    assert sorted(r.source for r in recent) == ["approval.executed", "session.ended"]
+    assert [e["body"]["code"] for e in events if e["kind"] == "system"] == ["memory.captured", "memory.captured"]
 
 
 def test_a_denied_terminate_leaves_the_session_running(

@@ -49,13 +49,22 @@ def test_a_coding_turn_reaches_mos_and_its_result_reaches_the_stream(
     assert envelope["payload"]["request"] == "review the retry patch"
 
     result = json.dumps({"status": "completed", "result": {"summary": "approved with 1 nit"}}).encode()
-    answered = APIClient().post(
-        envelope["result_path"],
-        result,
-        content_type="application/json",
-        headers={SIGNATURE_HEADER: sign(SECRET, result)},
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        answered = APIClient().post(
+            envelope["result_path"],
+            result,
+            content_type="application/json",
+            headers={SIGNATURE_HEADER: sign(SECRET, result)},
+        )
     assert answered.status_code == 200
-    last = SessionEvent.objects.filter(session=session).order_by("-seq").first()
-    assert last is not None and last.kind == "handoff"
+    last = SessionEvent.objects.filter(session=session, kind="handoff").order_by("-seq").first()
+    assert last is not None
     assert last.body == {"id": str(handoff.pk), "status": "completed", "result": "approved with 1 nit"}
+    # seed 000: a completed hand-off is remembered for the session's owner, visibly.
+    from memory_app.plugin import operator_memory_plugin
+    from tests.conftest import scope_of
+
+    [record] = operator_memory_plugin().recent(scope_of(session.owner, session.tenant))
+    assert record.source == "handoff.completed" and "approved with 1 nit" in record.text
+    captured = SessionEvent.objects.filter(session=session).order_by("-seq").first()
+    assert captured is not None and captured.body["code"] == "memory.captured"
