@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_another_operator_never_sees_the_capture(cast, start_session, django_cap
 
 
 @pytest.fixture
-def pi_session(cast: Cast, settings, tmp_path: Path) -> tuple[Session, PiSessionWriter]:
+def pi_session(cast: Cast, settings, tmp_path: Path) -> Iterator[tuple[Session, PiSessionWriter]]:
     writer = PiSessionWriter(tmp_path / "pi")
     first = writer.user("Refactor the parser")
     writer.assistant("Done; the tests pass.")
