@@ -313,3 +313,21 @@ if TESS_MOS_ADAPTER == "redis":
         "schedule": 2.0,
     }
 CELERY_BEAT_SCHEDULE["handoffs-requeue-due"] = {"task": "approvals_app.handoffs.requeue_due_handoffs", "schedule": 15.0}
+
+# --- Discord (sessions_app.discord, issue 7) ----------------------------------------------------------
+INSTALLED_APPS += ["sessions_app.discord"]
+# The API base Tess calls for follow-ups, channel notices and direct messages (a local stand-in in tests).
+TESS_DISCORD_API_BASE = env_str("TESS_DISCORD_API_BASE", "https://discord.com/api/v10") or "https://discord.com/api/v10"
+TESS_DISCORD_PUBLIC_KEY = env_str("TESS_DISCORD_PUBLIC_KEY", "") or ""  # hex; unset: every interaction is refused
+TESS_DISCORD_APPLICATION_ID = env_str("TESS_DISCORD_APPLICATION_ID", "") or ""
+TESS_DISCORD_BOT_TOKEN = env_str("TESS_DISCORD_BOT_TOKEN", "") or ""  # or TESS_DISCORD_BOT_TOKEN_FILE
+TESS_DISCORD_BOT_TOKEN_FILE = env_str("TESS_DISCORD_BOT_TOKEN_FILE", "") or ""
+TESS_DISCORD_LINK_CODE_MINUTES = env_int("TESS_DISCORD_LINK_CODE_MINUTES", 10, minimum=1, maximum=60)
+TESS_DISCORD_LINK_RATE = env_str("TESS_DISCORD_LINK_RATE", "10/hour") or "10/hour"
+_THROTTLE_RATES: dict[str, str] = REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # type: ignore[assignment]
+_THROTTLE_RATES["discord_link"] = TESS_DISCORD_LINK_RATE
+TESS_DISCORD_RELAY_SECONDS = env_int("TESS_DISCORD_RELAY_SECONDS", 2, minimum=1, maximum=60)
+CELERY_BEAT_SCHEDULE["discord-relay"] = {
+    "task": "sessions_app.discord.tasks.relay_discord_channels",
+    "schedule": float(TESS_DISCORD_RELAY_SECONDS),
+}

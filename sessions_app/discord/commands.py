@@ -1,0 +1,80 @@
+"""``/tess`` subcommands: each returns the interaction response Discord shows (within its 3 seconds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_app.selectors import memory_snapshot
+from sessions_app import selectors
+from tess_site.errors import InvalidInput, TessError
+
+from . import services
+
+PONG = {"type": 1}
+MESSAGE = 4  # CHANNEL_MESSAGE_WITH_SOURCE
+DEFERRED = 5  # DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE
+EPHEMERAL = 64
+SUBCOMMANDS = ("ask", "status", "sessions", "bind", "link", "memory")
+
+
+def reply(text: str, *, ephemeral: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {"content": text[:2000], "allowed_mentions": {"parse": []}}
+    if ephemeral:
+        data["flags"] = EPHEMERAL
+    return {"type": MESSAGE, "data": data}
+
+
+def _subcommand(interaction: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    data = interaction.get("data") or {}
+    options = data.get("options") or []
+    if data.get("name") != "tess" or not options or options[0].get("name") not in SUBCOMMANDS:
+        raise InvalidInput(f"Unknown command; try /tess {'|'.join(SUBCOMMANDS)}.")
+    args = {str(o.get("name")): o.get("value") for o in options[0].get("options") or []}
+    return str(options[0]["name"]), args
+
+
+def _user_id(interaction: dict[str, Any]) -> str:
+    user = (interaction.get("member") or {}).get("user") or interaction.get("user") or {}
+    if not user.get("id"):
+        raise InvalidInput("No Discord user in the interaction.")
+    return str(user["id"])
+
+
+def handle_command(interaction: dict[str, Any], *, correlation_id: str) -> dict[str, Any]:
+    """Answer one application command; refusals are ephemeral so only the caller sees them."""
+    try:
+        name, args = _subcommand(interaction)
+        user_id = _user_id(interaction)
+        channel_id = str(interaction.get("channel_id") or "")
+        if name == "link":
+            services.link_code_redeem(
+                discord_user_id=user_id, code=str(args.get("code") or ""), correlation_id=correlation_id
+            )
+            return reply("Linked: your Discord account now acts as your Tess user.", ephemeral=True)
+        scope = services.discord_scope(discord_user_id=user_id, channel_id=channel_id, correlation_id=correlation_id)
+        if name == "ask":
+            services.ask_defer(
+                scope=scope, interaction=interaction, channel_id=channel_id, text=str(args.get("text") or "")
+            )
+            return {"type": DEFERRED}
+        if name == "bind":
+            binding = services.channel_bind(
+                scope=scope, channel_id=channel_id, session_id=str(args.get("session") or "")
+            )
+            return reply(f"This channel is now bound to session {binding.session_id}.")
+        if name == "status":
+            session = services.bound_session(scope=scope, channel_id=channel_id)
+            return reply(f"Session {session.title} ({session.pk}): {session.status}, {session.last_seq} events.")
+        if name == "sessions":
+            rows = list(selectors.sessions_visible(scope=scope).order_by("-created_at")[:20])
+            lines = [f"{s.pk}  {s.status:<10}  {s.title}" for s in rows] or ["No sessions."]
+            return reply("\n".join(lines), ephemeral=True)
+        snapshot = memory_snapshot(scope=scope)
+        if not snapshot.served:
+            return reply("Operator memory is off for you.", ephemeral=True)
+        return reply(
+            f"You have {len(snapshot.rows)} operator notes; inspect or forget them in the drawer or `tess memory`.",
+            ephemeral=True,
+        )
+    except TessError as exc:
+        return reply(f"Refused: {exc.message}", ephemeral=True)

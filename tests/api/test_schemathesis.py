@@ -1,0 +1,84 @@
+"""Schemathesis against the live application (daphne on the test database) with a personal token: no 5xx
+anywhere and every documented response conforming to the OpenAPI schema."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+
+import pytest
+
+from sessions_app.models import Session
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, wait_until
+from tests.tess_site.conftest import _answers
+from tests.tess_site.conftest import start_child as start_child
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+EXAMPLES = os.environ.get("TESS_SCHEMATHESIS_EXAMPLES", "10")
+# List routes whose 200 schema says "array" while they answer {"results": [...]} (pagination envelope).
+# Their schema annotations belong to other modules; each is excluded from the conformance pass only, and
+# still must never answer 5xx. Remove a line once its annotation is fixed.
+KNOWN_NONCONFORMING = [
+    "GET /api/v1/approvals/",
+    "GET /api/v1/cards/",
+    "GET /api/v1/coding-memory/",
+    "GET /api/v1/handoffs/",
+    "GET /api/v1/sessions/",
+]
+
+
+def test_the_api_has_no_server_errors_and_conforms_to_its_schema(cast, token_for, start_child, tmp_path):
+    Session.objects.create(
+        tenant=cast.acme,
+        owner=cast.owner,
+        title="st",
+        provider_instance="nowhere",
+        runtime_id=f"${uuid.uuid4().hex[:6]}",
+    )
+    port = free_port()
+    child: Child = start_child(
+        "daphne",
+        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
+        child_env(TESS_TOKEN_RATE="10000/min", TESS_DISCORD_LINK_RATE="10000/min", TESS_APPROVAL_RATE="10000/min"),
+    )
+    assert wait_until(lambda: not child.alive() or _answers(port), timeout=30) and child.alive(), child.output()
+    token = token_for(cast.owner)
+
+    def schemathesis(checks: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(VENV_BIN / "schemathesis"),
+                "run",
+                f"http://127.0.0.1:{port}/api/schema/?format=json",
+                "--header",
+                f"Authorization: Bearer {token}",
+                "--checks",
+                checks,
+                "--max-examples",
+                EXAMPLES,
+                "--seed",
+                "1",
+                "--generation-deterministic",
+                "--request-timeout",
+                "30",
+                "--no-color",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,  # schemathesis keeps its state in ./.schemathesis
+            timeout=1800,
+        )
+
+    every_route = schemathesis("not_a_server_error")
+    assert every_route.returncode == 0, every_route.stdout[-20000:] + every_route.stderr[-4000:]
+    excluded = [arg for name in KNOWN_NONCONFORMING for arg in ("--exclude-name", name)]
+    conforming = schemathesis("response_schema_conformance,content_type_conformance", *excluded)
+    assert conforming.returncode == 0, conforming.stdout[-20000:] + conforming.stderr[-4000:]
+    counts = re.search(r"Operations:\s+(\d+) selected / (\d+) total", conforming.stdout)
+    assert counts is not None
+    # The exclusions matched exactly those routes (a renamed route must not silently escape the check).
+    assert int(counts[2]) - int(counts[1]) == len(KNOWN_NONCONFORMING)
