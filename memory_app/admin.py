@@ -117,3 +117,57 @@ class CodingMemoryExportAdmin(_TenantMemberAdmin):
     list_display = ["workspace_key", "exported_at", "exported_by", "via", "record_count", "ingestion"]
     list_filter = ["ingestion", "via"]
     exclude = ["records"]
+
+
+# --- operator memory: metadata only -------------------------------------------------------------------------
+# seed 002: only the operator reads their own notes. Auditors and admins of a tenant see that notes exist (whose,
+# which category, revision, salience, confirmation, expiry, last use) and never a value, a slot name or a pinned
+# reference, not even superusers. There is no detail page (its title would name the slot) and no search (a
+# search over values would be an oracle for them).
+
+from approvals_app.admin import TenantFilter, readable_tenant_ids  # noqa: E402
+
+from .models import OperatorMemory  # noqa: E402
+
+METADATA_FIELDS = [
+    "memory_id",
+    "tenant",
+    "operator",
+    "category",
+    "revision",
+    "salience",
+    "confirmed_at",
+    "reauthorized_at",
+    "expires_at",
+    "last_used_at",
+]
+
+
+@admin.register(OperatorMemory)
+class OperatorMemoryMetadataAdmin(admin.ModelAdmin):
+    list_display = tuple(METADATA_FIELDS)
+    list_display_links = None
+    list_filter = [TenantFilter, "category"]
+    list_select_related = ["tenant", "operator"]
+    actions = None
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request).only(*METADATA_FIELDS, "tenant_id", "operator_id")
+        ids = readable_tenant_ids(request)
+        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        ids = readable_tenant_ids(request)
+        return ids is None or bool(ids)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,10 +1,13 @@
-"""Sessions in the Django admin: read-only, for the auditors and admins of each session's tenant.
+"""Sessions and their events in the Django admin: read-only, for the auditors and admins of each tenant.
 
-Sessions change only through the session coordinator (``services.py``); the admin is for browsing.
+Sessions change only through the session coordinator (``services.py``); the admin is for browsing. Filters
+offer only the tenants and people the viewer may audit; a search term that is a correlation id finds the
+sessions (and their events) the audit feed recorded under it.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib import admin
@@ -12,23 +15,80 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from approvals_app.admin import readable_tenant_ids
+from approvals_app.models import AuditEvent
+from tess_site.accounts.models import Tenant
 
-from .models import Session
+from .models import Session, SessionEvent
 
 
-@admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
-    list_display = ["title", "tenant", "owner", "status", "provider_instance", "runtime_id", "last_seq", "created_at"]
-    list_filter = ["status", "provider_instance"]
-    search_fields = ["title", "runtime_id", "owner__username"]
-    list_select_related = ["tenant", "owner"]
-    readonly_fields = [f.name for f in Session._meta.fields]
+class _TenantFilter(admin.SimpleListFilter):
+    """Only the tenants the viewer may audit (Django's related filter would name every tenant)."""
+
+    title = "tenant"
+    parameter_name = "tenant_slug"
+    tenant_path = "tenant"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        ids = readable_tenant_ids(request)
+        tenants = Tenant.objects.order_by("slug")
+        if ids is not None:
+            tenants = tenants.filter(pk__in=ids)
+        return [(tenant.slug, tenant.name) for tenant in tenants]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(**{f"{self.tenant_path}__slug": value}) if value else queryset
+
+
+class _ActorFilter(admin.SimpleListFilter):
+    """The session owner, among owners of sessions in tenants the viewer may audit."""
+
+    title = "actor"
+    parameter_name = "actor"
+    session_path = ""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        sessions = Session.objects.all()
+        ids = readable_tenant_ids(request)
+        if ids is not None:
+            sessions = sessions.filter(tenant_id__in=ids)
+        names = sessions.order_by("owner__username").values_list("owner__username", flat=True).distinct()
+        return [(name, name) for name in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(**{f"{self.session_path}owner__username": value}) if value else queryset
+
+
+class _EventTenantFilter(_TenantFilter):
+    tenant_path = "session__tenant"
+
+
+class _EventActorFilter(_ActorFilter):
+    session_path = "session__"
+
+
+def _sessions_of_correlation(term: str) -> list[str]:
+    """Session ids the audit feed names under correlation id ``term`` (its target or its session)."""
+    rows = AuditEvent.objects.filter(correlation_id=term.strip()).values_list("target_type", "target_id", "metadata")
+    found: list[str] = []
+    for target_type, target_id, metadata in rows[:500]:
+        if target_type == "session" and target_id:
+            found.append(target_id)
+        session_id = (metadata or {}).get("session_id") if isinstance(metadata, dict) else None
+        if session_id:
+            found.append(str(session_id))
+    return found
+
+
+class _ReadOnlyTenantAdmin(admin.ModelAdmin):
+    tenant_field = "tenant_id"
     actions = None
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
         ids = readable_tenant_ids(request)
-        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+        return queryset if ids is None else queryset.filter(**{f"{self.tenant_field}__in": ids})
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
@@ -37,7 +97,10 @@ class SessionAdmin(admin.ModelAdmin):
         ids = readable_tenant_ids(request)
         if ids is None:
             return True
-        return obj.tenant_id in ids if obj is not None else bool(ids)
+        return self._tenant_of(obj) in ids if obj is not None else bool(ids)
+
+    def _tenant_of(self, obj: Any) -> int:
+        return int(obj.tenant_id)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -47,3 +110,68 @@ class SessionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Session)
+class SessionAdmin(_ReadOnlyTenantAdmin):
+    list_display = ["title", "tenant", "owner", "status", "provider_instance", "runtime_id", "last_seq", "created_at"]
+    list_filter = [
+        _TenantFilter,
+        _ActorFilter,
+        "status",
+        "provider_instance",
+        ("created_at", admin.DateFieldListFilter),
+    ]
+    search_fields = ["title", "runtime_id", "owner__username"]
+    search_help_text = "Title, runtime id, owner, session id or a correlation id from the audit feed."
+    list_select_related = ["tenant", "owner"]
+    readonly_fields = [f.name for f in Session._meta.fields]
+    date_hierarchy = "created_at"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        found, distinct = super().get_search_results(request, queryset, search_term)
+        extra = _sessions_of_correlation(search_term) if search_term else []
+        if search_term and _is_uuid(search_term.strip()):
+            extra.append(search_term.strip())
+        if extra:
+            found = found | queryset.filter(pk__in=[e for e in extra if _is_uuid(e)])
+        return found, distinct
+
+
+@admin.register(SessionEvent)
+class SessionEventAdmin(_ReadOnlyTenantAdmin):
+    """The stream as recorded: kind (the action), time, session. Bodies carry ids, never memory text."""
+
+    tenant_field = "session__tenant_id"
+    list_display = ["ts", "session", "seq", "kind"]
+    list_filter = [_EventTenantFilter, _EventActorFilter, "kind", ("ts", admin.DateFieldListFilter)]
+    search_fields = ["kind"]
+    search_help_text = "Kind, session id or a correlation id from the audit feed."
+    list_select_related = ["session"]
+    readonly_fields = ["session", "seq", "kind", "ts", "body"]
+    date_hierarchy = "ts"
+    ordering = ["-ts", "-seq"]
+
+    def _tenant_of(self, obj: Any) -> int:
+        return int(obj.session.tenant_id)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        found, distinct = super().get_search_results(request, queryset, search_term)
+        extra = _sessions_of_correlation(search_term) if search_term else []
+        if search_term and _is_uuid(search_term.strip()):
+            extra.append(search_term.strip())
+        if extra:
+            found = found | queryset.filter(session_id__in=[e for e in extra if _is_uuid(e)])
+        return found, distinct
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True

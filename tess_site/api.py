@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import inline_serializer
+from rest_framework import serializers
 from rest_framework.views import APIView
 
 from tess_site.accounts.permissions import request_scope
@@ -16,3 +18,13 @@ class ScopedAPIView(APIView):
         scope = request_scope(self.request)
         assert scope is not None, "permission classes must require a tenant member before the view runs"
         return scope
+
+
+def list_schema(serializer: type[serializers.Serializer], *, cursor: bool = False) -> serializers.Serializer:
+    """The OpenAPI shape of a list answer: ``{"results": [...]}``, plus ``next``/``previous`` when cursor-paged."""
+    fields: dict[str, serializers.Field] = {"results": serializer(many=True)}
+    if cursor:
+        fields["next"] = serializers.URLField(allow_null=True, help_text="The next page, or null at the end.")
+        fields["previous"] = serializers.URLField(allow_null=True, help_text="The previous page, or null.")
+    name = serializer.__name__.removesuffix("Serializer") + ("Page" if cursor else "List")
+    return inline_serializer(name=name, fields=fields)

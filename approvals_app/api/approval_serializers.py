@@ -13,7 +13,7 @@ from ..models import Approval
 class ApprovalSerializer(serializers.ModelSerializer[Approval]):
     status = serializers.SerializerMethodField()
     requester = serializers.CharField(source="requester.username", read_only=True)
-    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None)
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None, allow_null=True)
     may_decide = serializers.SerializerMethodField()
 
     class Meta:

@@ -12,7 +12,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.api import ScopedAPIView, list_schema
 
 from ..approval_selectors import approval_get, approvals_visible
 from ..models import Approval
@@ -29,7 +29,7 @@ class ApprovalCursor(CursorPagination):
 class ApprovalListView(ScopedAPIView):
     """Approvals you requested or hold a link to decide, newest first; ``?status=pending`` to filter."""
 
-    @extend_schema(parameters=[ApprovalListQuerySerializer], responses=ApprovalSerializer(many=True))
+    @extend_schema(parameters=[ApprovalListQuerySerializer], responses=list_schema(ApprovalSerializer, cursor=True))
     def get(self, request: Request) -> Response:
         query = ApprovalListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

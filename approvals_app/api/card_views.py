@@ -11,7 +11,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.api import ScopedAPIView, list_schema
 
 from ..card_selectors import card_get, cards_visible
 from ..cards import Unavailable, card_confirm, card_dismiss
@@ -40,7 +40,7 @@ class CardCursor(CursorPagination):
 class CardListView(RetryAfterMixin, ScopedAPIView):
     """Your cards in this tenant, newest first; ``?status=pending`` for the ones awaiting you."""
 
-    @extend_schema(parameters=[CardListQuerySerializer], responses=CardSerializer(many=True))
+    @extend_schema(parameters=[CardListQuerySerializer], responses=list_schema(CardSerializer, cursor=True))
     def get(self, request: Request) -> Response:
         query = CardListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tess_site.api import ScopedAPIView
+from tess_site.api import ScopedAPIView, list_schema
 from tess_site.errors import InvalidInput
 
 from ..handoff_adapters import SIGNATURE_HEADER, signature_valid
@@ -50,7 +50,7 @@ class HandoffListQuerySerializer(serializers.Serializer[Any]):
 class HandoffListView(ScopedAPIView):
     """Your hand-offs in this tenant, newest first (a tenant's auditors and admins see all of them)."""
 
-    @extend_schema(parameters=[HandoffListQuerySerializer], responses=HandoffSerializer(many=True))
+    @extend_schema(parameters=[HandoffListQuerySerializer], responses=list_schema(HandoffSerializer))
     def get(self, request: Request) -> Response:
         query = HandoffListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tess_site.accounts.permissions import has_role
-from tess_site.api import ScopedAPIView
+from tess_site.api import ScopedAPIView, list_schema
 from tess_site.scope import Role
 
 from ..selectors import audit_events_visible
@@ -27,7 +27,7 @@ class AuditListView(ScopedAPIView):
 
     permission_classes = [has_role(Role.AUDITOR, Role.ADMIN)]
 
-    @extend_schema(responses=AuditEventSerializer(many=True))
+    @extend_schema(responses=list_schema(AuditEventSerializer, cursor=True))
     def get(self, request: Request) -> Response:
         paginator = AuditCursor()
         page = paginator.paginate_queryset(audit_events_visible(scope=self.scope), request, view=self)

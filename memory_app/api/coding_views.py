@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.api import ScopedAPIView, list_schema
 
 from ..coding.selectors import coding_memory_entries, coding_memory_entry
 from ..coding.services import (
@@ -38,7 +38,7 @@ LIST_LIMIT = 200
 class CodingMemoryListView(ScopedAPIView):
     """List the tenant's coding memory (any member), or write a candidate (operator, approver, admin)."""
 
-    @extend_schema(parameters=[CodingMemoryListQuerySerializer], responses=CodingMemoryEntrySerializer(many=True))
+    @extend_schema(parameters=[CodingMemoryListQuerySerializer], responses=list_schema(CodingMemoryEntrySerializer))
     def get(self, request: Request) -> Response:
         query = CodingMemoryListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

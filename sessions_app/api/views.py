@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
-from tess_site.api import ScopedAPIView
+from tess_site.api import ScopedAPIView, list_schema
 
 from .. import selectors, services
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
@@ -34,7 +34,7 @@ LIST_LIMIT = 200
 
 
 class SessionListView(ScopedAPIView):
-    @extend_schema(responses=SessionSerializer(many=True), description="Your sessions and those granted to you.")
+    @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
     def get(self, request: Request) -> Response:
         sessions = selectors.sessions_visible(scope=self.scope).select_related("owner").order_by("-created_at")
         return Response({"results": SessionSerializer(sessions[:LIST_LIMIT], many=True).data})
@@ -69,7 +69,7 @@ class SessionListView(ScopedAPIView):
 
 class DiscoveredView(ScopedAPIView):
     @extend_schema(
-        responses=RuntimeSessionSerializer(many=True),
+        responses=list_schema(RuntimeSessionSerializer),
         description="Tenant admins: runtime sessions on the provider instances that no Tess session binds.",
     )
     def get(self, request: Request) -> Response:
@@ -101,7 +101,14 @@ class SessionEventsView(ScopedAPIView):
             OpenApiParameter("cursor", int, description="return events with seq greater than this (default 0)"),
             OpenApiParameter("limit", int, description="at most this many (1-1000, default 100)"),
         ],
-        responses=EventSerializer(many=True),
+        responses=inline_serializer(
+            name="EventPage",
+            fields={
+                "events": EventSerializer(many=True),
+                "next_cursor": serializers.IntegerField(help_text="pass as ?cursor= to continue"),
+                "last_seq": serializers.IntegerField(help_text="the session's latest sequence number"),
+            },
+        ),
         description=SCHEMA_DESCRIPTION,
     )
     def get(self, request: Request, session_id: str) -> Response:

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "tess_site.middleware.CorrelationIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "tess_site.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -192,6 +193,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]  # the drawer's JavaScript and CSS (static/tess/)
+# The ASGI app serves static files itself (daphne has no static serving); 0 when a web server serves STATIC_ROOT.
+TESS_SERVE_STATIC = env_bool("TESS_SERVE_STATIC", True)
+# Content-Security-Policy of every response (tess_site/csp.py); empty means the built-in policy.
+TESS_CSP = env_str("TESS_CSP", "") or ""
 LOGIN_URL = "admin:login"
 
 # --- logging --------------------------------------------------------------------------------------

@@ -1,0 +1,324 @@
+/* Memory in the drawer (seed 002): confirm cards, and the collapsed Memory disclosure.
+
+Nothing is remembered or forgotten without a confirmed card; every outcome shown is the server's result
+(including "0 notes deleted"), never inferred from what the card proposed. */
+(function () {
+  "use strict";
+  const { api, el, plural } = window.Tess;
+  const $ = (id) => document.getElementById(id);
+  const details = $("tess-memory");
+  if (!details) return;
+  const body = $("tess-memory-body");
+  const dialog = $("tess-confirm");
+  const dialogText = $("tess-confirm-text");
+  const dialogOk = $("tess-confirm-ok");
+  const dialogCancel = $("tess-confirm-cancel");
+  const OP_LABEL = {
+    remember: "Remember",
+    correct: "Correct",
+    reauthorize: "Reauthorize",
+    forget: "Forget",
+    forget_all: "Forget all notes",
+  };
+
+  // --- the result of a decided card --------------------------------------------------------------------
+
+  function outcomeText(result) {
+    if (result.error) return "Not applied: " + result.error.message;
+    switch (result.outcome) {
+      case "deleted":
+        return plural(result.deleted_count, "note deleted", "notes deleted");
+      case "created":
+        return "Remembered.";
+      case "revised":
+        return "Corrected: now revision " + (result.row ? result.row.revision : "?") + ".";
+      case "reauthorized":
+        return "Reauthorized: the source is renewed; content and revision unchanged.";
+      case "dismissed":
+        return "Dismissed: nothing was changed.";
+      default:
+        return "Outcome: " + result.outcome;
+    }
+  }
+
+  async function decide(card, id, verb) {
+    card.querySelectorAll("button").forEach((b) => (b.disabled = true));
+    const status = card.querySelector(".tess-card-status");
+    try {
+      const result = await api("POST", "cards/" + id + "/" + verb + "/");
+      card.dataset.status = result.card.status;
+      status.textContent = outcomeText(result);
+      card.querySelector(".tess-card-actions")?.remove();
+      if (details.open) loadDisclosure();
+    } catch (error) {
+      status.textContent = "Not done: " + error.message;
+      card.querySelectorAll("button").forEach((b) => (b.disabled = false));
+    }
+  }
+
+  function describe(card, detail) {
+    const payload = detail.payload || {};
+    const where = [payload.category, payload.slot].filter(Boolean).join(" / ");
+    let text = (OP_LABEL[payload.op] || "Memory") + (where ? " — " + where : "");
+    if (payload.value) text += ': "' + payload.value + '"';
+    card.querySelector(".tess-card-title").textContent = text;
+  }
+
+  async function upsertCard(data) {
+    if (data.kind && data.kind !== "memory") return;
+    const existing = window.Tess.cards.querySelector('[data-kind="memory"][data-id="' + CSS.escape(data.id) + '"]');
+    const card = window.Tess.cardFor("memory", data.id, "Memory card");
+    if (card.dataset.status && card.dataset.status !== "pending") return;
+    card.dataset.status = data.status;
+    if (data.status !== "pending") {
+      // Decided elsewhere (another tab, the CLI): show the outcome the server stored, not a guess.
+      const status = card.querySelector(".tess-card-status");
+      card.querySelector(".tess-card-actions")?.remove();
+      if (status.textContent) return;
+      status.textContent = "Status: " + data.status;
+      try {
+        const detail = await api("GET", "cards/" + data.id + "/");
+        if (detail.outcome && detail.outcome.outcome) {
+          status.textContent = outcomeText({ ...detail.outcome, error: detail.outcome.error && { message: detail.outcome.error.code } });
+        }
+      } catch (error) {
+        /* the status line stays */
+      }
+      return;
+    }
+    if (existing) return;
+    card.append(
+      el(
+        "div",
+        { class: "tess-card-actions" },
+        el("button", { type: "button", class: "default", text: "Confirm", onclick: () => decide(card, data.id, "confirm") }),
+        el("button", { type: "button", text: "Dismiss", onclick: () => decide(card, data.id, "dismiss") }),
+      ),
+    );
+    try {
+      describe(card, await api("GET", "cards/" + data.id + "/"));
+    } catch (error) {
+      card.querySelector(".tess-card-title").textContent = "Memory card (" + error.message + ")";
+    }
+  }
+  window.Tess.upsertCard = upsertCard;
+
+  async function loadPendingCards() {
+    try {
+      const page = await api("GET", "cards/?status=pending&kind=memory");
+      for (const card of page.results.reverse()) upsertCard(card);
+    } catch (error) {
+      window.Tess.systemLine("Cards could not be loaded: " + error.message);
+    }
+  }
+
+  // --- explicit confirmations ----------------------------------------------------------------------------
+
+  let confirmResolve = null;
+  let returnFocus = null;
+
+  function ask(text, okLabel) {
+    returnFocus = document.activeElement;
+    dialogText.textContent = text;
+    dialogOk.textContent = okLabel;
+    dialog.hidden = false;
+    dialogCancel.focus();
+    return new Promise((resolve) => (confirmResolve = resolve));
+  }
+
+  function answer(yes) {
+    if (dialog.hidden) return;
+    dialog.hidden = true;
+    const resolve = confirmResolve;
+    confirmResolve = null;
+    if (returnFocus && document.contains(returnFocus)) returnFocus.focus();
+    if (resolve) resolve(yes);
+  }
+
+  dialogOk.addEventListener("click", () => answer(true));
+  dialogCancel.addEventListener("click", () => answer(false));
+  dialog.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      event.stopPropagation();
+      answer(false);
+    } else if (event.key === "Tab") {
+      // Keep focus inside the confirmation while it is open (two buttons: Tab and Shift+Tab alternate).
+      event.preventDefault();
+      (document.activeElement === dialogCancel ? dialogOk : dialogCancel).focus();
+    }
+  });
+
+  /* Propose a card and, the operator having confirmed in the dialog, confirm it: the line shown is the
+     server's result of applying it. */
+  async function act(proposal, status) {
+    status.textContent = "Working…";
+    try {
+      const card = await api("POST", "memory/cards/", proposal);
+      const result = await api("POST", "cards/" + card.id + "/confirm/");
+      status.textContent = outcomeText(result);
+    } catch (error) {
+      status.textContent = "Not done: " + error.message;
+    }
+    await loadDisclosure(status.textContent);
+  }
+
+  // --- the disclosure ------------------------------------------------------------------------------------
+
+  function dl(pairs) {
+    const list = el("dl", { class: "tess-dl" });
+    for (const [term, value] of pairs) {
+      list.append(el("dt", { text: term }), el("dd", { text: value === null || value === undefined || value === "" ? "—" : String(value) }));
+    }
+    return list;
+  }
+
+  function when(value) {
+    return value ? new Date(value).toLocaleString() : "never";
+  }
+
+  function rowView(row, lineage, status) {
+    const name = row.category + " / " + row.slot;
+    const history = lineage.length;
+    const correctInput = el("input", { type: "text", maxlength: "280", value: row.value, "aria-label": "New value for " + name });
+    const item = el(
+      "li",
+      { class: "tess-note", "data-memory-id": row.memory_id },
+      el("div", { class: "tess-note-head" },
+        el("strong", { text: name }),
+        el("span", { class: "tess-badge " + (row.active ? "tess-active" : "tess-expired"), text: row.active ? "active" : "expired" })),
+      el("blockquote", { text: row.value }),
+      dl([
+        ["Memory id", row.memory_id],
+        ["Revision", row.revision],
+        ["Predecessor revision", row.predecessor_revision],
+        ["Source", row.source_ref],
+        ["Reference", row.ref],
+        ["Confirmed", when(row.confirmed_at)],
+        ["Latest reauthorization", row.reauthorized_ref + " at " + when(row.reauthorized_at)],
+        ["Salience", row.salience],
+        ["Expires", row.expires_at ? when(row.expires_at) : "kept until forgotten"],
+        ["Updated", when(row.updated_at)],
+        ["Last used in a prompt", when(row.last_used_at)],
+      ]),
+      el("div", { class: "tess-note-actions" },
+        correctInput,
+        el("button", {
+          type: "button",
+          text: "Correct",
+          onclick: async () => {
+            const value = correctInput.value;
+            if (await ask('Correct ' + name + ' from "' + row.value + '" to "' + value + '"? The current value moves to the superseded revisions.', "Correct")) {
+              act({ op: "correct", category: row.category, slot: row.slot, value }, status);
+            }
+          },
+        }),
+        el("button", {
+          type: "button",
+          text: "Reauthorize",
+          onclick: async () => {
+            if (await ask("Reauthorize the source of " + name + '? Its expiry is renewed from now; the value "' + row.value + '" and revision ' + row.revision + " stay as they are.", "Reauthorize")) {
+              act({ op: "reauthorize", category: row.category, slot: row.slot }, status);
+            }
+          },
+        }),
+        el("button", {
+          type: "button",
+          class: "tess-danger",
+          text: "Delete",
+          onclick: async () => {
+            const text = "Delete the note " + name + ' ("' + row.value + '") and its ' + plural(history, "superseded revision", "superseded revisions") + "? This cannot be undone.";
+            if (await ask(text, "Delete this note")) act({ op: "forget", category: row.category, slot: row.slot }, status);
+          },
+        })),
+    );
+    return item;
+  }
+
+  function historyView(history) {
+    const section = el("details", { class: "tess-history" }, el("summary", { text: "Superseded revisions (" + history.length + ")" }));
+    const list = el("ul", { class: "tess-notes" });
+    for (const old of history) {
+      list.append(
+        el("li", { class: "tess-note tess-superseded" },
+          el("strong", { text: old.category + " / " + old.slot + " — revision " + old.revision }),
+          el("blockquote", { text: old.value }),
+          dl([
+            ["Memory id", old.memory_id],
+            ["Successor revision", old.successor_revision],
+            ["Predecessor revision", old.predecessor_revision],
+            ["Source", old.source_ref],
+            ["Confirmed", when(old.confirmed_at)],
+            ["Superseded", when(old.superseded_at)],
+          ])),
+      );
+    }
+    section.append(history.length ? list : el("p", { text: "No superseded revisions." }));
+    return section;
+  }
+
+  function policyView(snapshot) {
+    const items = snapshot.categories.map((c) =>
+      el("li", {
+        text: c.category + ": up to " + c.ceiling + " notes, salience " + c.salience + ", " +
+          (c.retention_days ? "expires " + c.retention_days + " days after confirmation" : "kept until forgotten"),
+      }),
+    );
+    return el("div", { class: "tess-policy" },
+      el("p", { text: snapshot.memory_scope === "profile"
+        ? "Scope: operator profile — only you read these notes, and only your own turns recall them."
+        : "Scope: session only — operator memory is not served; nothing is recalled or stored." }),
+      el("ul", {}, ...items),
+      el("p", { text: "Recall uses at most " + snapshot.prompt_ceilings.rows + " active notes and " + snapshot.prompt_ceilings.characters + " characters per turn." }),
+      el("p", { text: "Erasure: one note — " + snapshot.erasure.one_note + "; everything — " + snapshot.erasure.everything + "; administrators — " + snapshot.erasure.administrators + "." }));
+  }
+
+  async function loadDisclosure(message) {
+    const status = el("p", { class: "tess-memory-status", role: "status", text: message || "" });
+    let snapshot;
+    try {
+      snapshot = await api("GET", "memory/");
+    } catch (error) {
+      body.replaceChildren(el("p", { class: "tess-error", text: "Memory could not be read: " + error.message }));
+      return;
+    }
+    window.Tess.setScope(snapshot.memory_scope);
+    const lineage = {};
+    for (const old of snapshot.history) (lineage[old.memory_id] = lineage[old.memory_id] || []).push(old);
+    const rows = el("ul", { class: "tess-notes", "aria-label": "Your current notes" });
+    for (const row of snapshot.rows) rows.append(rowView(row, lineage[row.memory_id] || [], status));
+    const total = snapshot.rows.length;
+    const superseded = snapshot.history.length;
+    const deleteAll = el("button", {
+      type: "button",
+      class: "tess-danger",
+      text: "Delete all my notes",
+      onclick: async () => {
+        const text = "Delete all " + plural(total, "current note", "current notes") + " and " + plural(superseded, "superseded revision", "superseded revisions") + " of your operator memory? This cannot be undone.";
+        if (await ask(text, "Delete all")) act({ op: "forget_all" }, status);
+      },
+    });
+    body.replaceChildren(
+      status,
+      policyView(snapshot),
+      el("h4", { text: "Current notes (" + total + ")" }),
+      total ? rows : el("p", { text: "You have no notes." }),
+      historyView(snapshot.history),
+      el("div", { class: "tess-memory-actions" }, deleteAll),
+    );
+  }
+
+  details.addEventListener("toggle", () => {
+    if (details.open) loadDisclosure();
+  });
+
+  window.Tess.onStart = window.Tess.onStart || [];
+  window.Tess.onStart.push(async () => {
+    loadPendingCards();
+    try {
+      window.Tess.setScope((await api("GET", "memory/")).memory_scope);
+    } catch (error) {
+      window.Tess.setScope("session");
+    }
+  });
+})();

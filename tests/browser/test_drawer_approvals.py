@@ -1,0 +1,42 @@
+"""Terminating a session from the drawer: a pending approval, the approver's one-time page, the live ending.
+
+The approval page keeps ``Referrer-Policy: no-referrer``, so Chromium posts its form with ``Origin: null``;
+this drives that real browser behaviour end to end.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import log_in
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def test_an_approved_termination_ends_the_session_in_the_operators_drawer(cast, demo_session, open_browser):
+    approver = open_browser()
+    with approver.expect_websocket(lambda ws: ws.url.endswith("/ws/me/")) as opened:
+        log_in(approver, cast.approver)
+    opened.value.wait_for_event("framereceived")  # hello: the approver's drawer hears what concerns them
+
+    operator = open_browser()
+    log_in(operator, cast.owner)
+    operator.get_by_role("button", name="Tess", exact=True).click()
+    expect(operator.locator("#tess-connection")).to_have_text("Live")
+    box = operator.get_by_label("Message Tess (Enter sends, Shift+Enter adds a line)")
+    box.fill("terminate this session")
+    box.press("Enter")
+    approval = operator.locator(".tess-card-approval")
+    expect(approval.locator(".tess-card-status")).to_have_text("Status: pending")
+    expect(operator.locator(".tess-out").last).to_contain_text("needs an approver's decision")
+
+    approver.get_by_role("button", name="Tess", exact=True).click()
+    approver.get_by_role("link", name="Open the approval page").click()
+    expect(approver.locator("[data-field=action]")).to_have_text("session.terminate")
+    expect(approver.locator("[data-field=requester]")).to_have_text(cast.owner.username)
+    approver.get_by_role("button", name="Approve").click()
+
+    expect(approval.locator(".tess-card-status")).to_have_text("Status: executed")
+    expect(operator.locator("#tess-session-state")).to_have_text("Session ended (terminated)")
+    expect(box).to_be_disabled()
