@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from tess_site.accounts.models import Tenant
 
-from .models import Approval, ApprovalSettings, AuditEvent
+from .models import Approval, ApprovalSettings, AuditEvent, Handoff
 from .selectors import audit_events_readable, audit_tenant_ids_readable
 
 
@@ -138,7 +138,7 @@ class ApprovalAdmin(_ReadOnlyTenantScopedAdmin):
     """Approval requests: what was asked, by whom, the decision and the execution. Links are never shown."""
 
     list_display = ["created_at", "tenant", "action", "target", "requester", "status", "execution", "decided_by"]
-    list_filter = [TenantFilter, "status", "execution", "action"]
+    list_filter = [TenantFilter, "status", "execution", "action", ("created_at", admin.DateFieldListFilter)]
     search_fields = ["id", "target_id", "session_id", "correlation_id", "requester__username"]
     list_select_related = ["tenant", "requester", "decided_by"]
     ordering = ["-created_at"]
@@ -172,6 +172,39 @@ class ApprovalAdmin(_ReadOnlyTenantScopedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
         queryset = Approval.objects.select_related("tenant", "requester", "decided_by")
+        ids = readable_tenant_ids(request)
+        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+
+
+@admin.register(Handoff)
+class HandoffAdmin(_ReadOnlyTenantScopedAdmin):
+    """Mos hand-offs: what was handed over, by whom, where it stands and what came back. Read-only."""
+
+    list_display = ["created_at", "tenant", "summary", "requester", "status", "adapter", "session_id"]
+    list_filter = [TenantFilter, "status", "adapter", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["id", "session_id", "correlation_id", "requester__username"]
+    list_select_related = ["tenant", "requester"]
+    ordering = ["-created_at"]
+    readonly_fields = [
+        "id",
+        "tenant",
+        "requester",
+        "session_id",
+        "correlation_id",
+        "summary",
+        "payload",
+        "status",
+        "adapter",
+        "result",
+        "created_at",
+        "updated_at",
+        "attempts",
+        "last_error",
+    ]
+    fields = tuple(readonly_fields)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Handoff]:
+        queryset = Handoff.objects.select_related("tenant", "requester")
         ids = readable_tenant_ids(request)
         return queryset if ids is None else queryset.filter(tenant_id__in=ids)
 
