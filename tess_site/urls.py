@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from .accounts.login import login_view
 from .errors import error_response
 from .health import HealthView, healthz
 from .middleware import API_PREFIX
@@ -20,6 +21,7 @@ api_v1: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("admin/login/", login_view, name="tess-login"),  # rate-limited; before the admin's own route
     path("admin/", admin.site.urls),
     path("memory/", include("memory_app.urls")),
     path("approvals/", include("approvals_app.urls")),

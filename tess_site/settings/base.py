@@ -143,6 +143,8 @@ GUARDIAN_RAISE_403 = True
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous object permissions in Tess.
 TESS_TOKEN_DEFAULT_DAYS = env_int("TESS_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 TESS_TOKEN_RATE = env_str("TESS_TOKEN_RATE", "10/min") or "10/min"
+# Failed admin sign-ins allowed per client address and per username in the window, e.g. "10/min".
+TESS_LOGIN_RATE = env_str("TESS_LOGIN_RATE", "10/min") or "10/min"
 
 # --- model adapter and policy (reported by health, never with credentials) -----------------------
 # deterministic: the embedded default, answers from live state with no model; openai_compatible: the openai
