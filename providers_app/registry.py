@@ -34,6 +34,15 @@ def configured_instances() -> dict[str, dict[str, Any]]:
     return dict(getattr(settings, "TESS_RUNTIME_PROVIDERS", {}) or {})
 
 
+def instances_for_tenant(slug: str) -> list[str]:
+    """Names of the instances a tenant may use: an instance with ``tenants`` in its config is limited to them."""
+    return [
+        name
+        for name, config in sorted(configured_instances().items())
+        if config.get("tenants") is None or slug in config["tenants"]
+    ]
+
+
 def get_provider(name: str) -> AgentRuntimeProvider:
     """The configured instance ``name``; ``RuntimeNotFound`` for an unknown name (never a default)."""
     with _lock:

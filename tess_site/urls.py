@@ -16,6 +16,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("approvals_app.api.card_urls")),
     path("", include("memory_app.api.urls")),
     path("", include("sessions_app.api.urls")),
+    path("", include("providers_app.api.urls")),
     path("health/", HealthView.as_view(), name="health"),
 ]
 

@@ -8,6 +8,7 @@ reuse them: every endpoint gets a test that the teammate and the outsider are re
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -55,14 +56,17 @@ def _allow_flushing_audit_between_transactional_tests(
     Only the test harness's flush disables the table's user triggers for the duration of that one
     statement; nothing in the product has such a path.
     """
-    ops = connection.ops
     if connection.vendor != "postgresql":
         yield
         return
-    original = ops.sql_flush
+    # Patched on the backend's class: tests that run inside an event loop (browsers, websockets) may get
+    # another connection object than the one this fixture sees.
+    ops_class = type(connection.ops)
+    original = ops_class.sql_flush
+    original_execute = ops_class.execute_sql_flush
 
-    def sql_flush(style, tables, *, reset_sequences=False, allow_cascade=False):
-        statements = original(style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        statements = original(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         if AUDIT_TABLE not in tables:
             return statements
         return [
@@ -71,11 +75,26 @@ def _allow_flushing_audit_between_transactional_tests(
             f'ALTER TABLE "{AUDIT_TABLE}" ENABLE TRIGGER USER;',
         ]
 
-    ops.sql_flush = sql_flush  # type: ignore[method-assign]
+    # A live server child (browser and websocket tests) may still be writing when the harness truncates;
+    # PostgreSQL then breaks the lock cycle by failing one side. The flush is retried rather than lost.
+    def execute_sql_flush(self, sql_list):
+        from django.db import OperationalError
+
+        for attempt in range(8):
+            try:
+                return original_execute(self, sql_list)
+            except OperationalError as exc:
+                if "deadlock detected" not in str(exc) or attempt == 7:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    ops_class.sql_flush = sql_flush  # type: ignore[method-assign]
+    ops_class.execute_sql_flush = execute_sql_flush  # type: ignore[method-assign]
     try:
         yield
     finally:
-        ops.sql_flush = original  # type: ignore[method-assign]
+        ops_class.sql_flush = original  # type: ignore[method-assign]
+        ops_class.execute_sql_flush = original_execute  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)

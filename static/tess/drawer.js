@@ -265,9 +265,18 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       systemLine("Sessions could not be loaded: " + error.message);
       return;
     }
+    // Each session names its runtime instance and whether that instance answers now (its heartbeat).
+    const health = {};
+    try {
+      for (const instance of (await api("GET", "providers/")).results) health[instance.name] = instance.health;
+    } catch (error) {
+      systemLine("Runtime health could not be loaded: " + error.message);
+    }
     picker.replaceChildren(el("option", { value: "", text: sessions.length ? "Choose a session…" : "No sessions" }));
     for (const session of sessions) {
-      const label = (session.title || session.runtime_id) + " — " + session.status + " (" + session.provider + ")";
+      const known = health[session.provider];
+      const state = known === undefined ? "" : known.ok ? ": healthy" : ": unreachable";
+      const label = (session.title || session.runtime_id) + " — " + session.status + " (" + session.provider + state + ")";
       picker.append(el("option", { value: session.id, text: label, "data-status": session.status }));
     }
     const remembered = localStorage.getItem(SESSION_KEY);

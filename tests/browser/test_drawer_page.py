@@ -50,6 +50,14 @@ def test_enter_sends_and_shift_enter_adds_a_line(cast, demo_session, open_browse
     expect(box).to_have_value("")
 
 
+def test_the_session_picker_shows_whether_each_runtime_answers(cast, demo_session, open_browser):
+    page = open_browser()
+    log_in(page, cast.owner)
+    page.get_by_role("button", name="Tess", exact=True).click()
+    picker = page.get_by_label("Session", exact=True)
+    expect(picker.locator("option:checked")).to_contain_text(": healthy)")
+
+
 def test_a_member_without_a_session_sees_the_drawer_say_so(cast, open_browser):
     page = open_browser()
     log_in(page, cast.teammate)
