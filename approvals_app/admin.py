@@ -53,8 +53,38 @@ class TenantFilter(admin.SimpleListFilter):
         return queryset.filter(tenant__slug=value) if value else queryset
 
 
+class ReadOnlyTenantScopedAdmin(admin.ModelAdmin):
+    """Read-only for everyone, superusers included, and limited to the tenants the person audits.
+
+    Subclasses whose rows reach their tenant another way override ``tenant_of``.
+    """
+
+    actions = None  # no bulk delete, and nothing else to do to many rows at once
+
+    def tenant_of(self, obj: Any) -> int:
+        return int(obj.tenant_id)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        ids = readable_tenant_ids(request)
+        if ids is None:
+            return True
+        return self.tenant_of(obj) in ids if obj is not None else bool(ids)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyTenantScopedAdmin):
     list_display = [
         "created_at",
         "tenant",
@@ -74,7 +104,6 @@ class AuditEventAdmin(admin.ModelAdmin):
     # Counting a large feed on every page is slow, and the count adds nothing to an audit.
     show_full_result_count = False
     list_per_page = 100
-    actions = None  # no bulk delete, and nothing else to do to many rows at once
 
     @admin.display(description="target", ordering="target_type")
     def target(self, event: AuditEvent) -> str:
@@ -90,51 +119,9 @@ class AuditEventAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
         return audit_events_readable(tenant_ids=readable_tenant_ids(request)).select_related("tenant")
 
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        ids = readable_tenant_ids(request)
-        if ids is None:
-            return True
-        return obj.tenant_id in ids if obj is not None else bool(ids)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class _ReadOnlyTenantScopedAdmin(admin.ModelAdmin):
-    """Read-only, and limited to the tenants the person audits (like the audit feed)."""
-
-    actions = None
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        ids = readable_tenant_ids(request)
-        if ids is None:
-            return True
-        return obj.tenant_id in ids if obj is not None else bool(ids)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Approval)
-class ApprovalAdmin(_ReadOnlyTenantScopedAdmin):
+class ApprovalAdmin(ReadOnlyTenantScopedAdmin):
     """Approval requests: what was asked, by whom, the decision and the execution. Links are never shown."""
 
     list_display = ["created_at", "tenant", "action", "target", "requester", "status", "execution", "decided_by"]
@@ -177,7 +164,7 @@ class ApprovalAdmin(_ReadOnlyTenantScopedAdmin):
 
 
 @admin.register(Handoff)
-class HandoffAdmin(_ReadOnlyTenantScopedAdmin):
+class HandoffAdmin(ReadOnlyTenantScopedAdmin):
     """Mos hand-offs: what was handed over, by whom, where it stands and what came back. Read-only."""
 
     list_display = ["created_at", "tenant", "summary", "requester", "status", "adapter", "session_id"]

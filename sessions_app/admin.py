@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from approvals_app.admin import readable_tenant_ids
+from approvals_app.admin import ReadOnlyTenantScopedAdmin, readable_tenant_ids
 from approvals_app.models import AuditEvent
 from tess_site.accounts.models import Tenant
 
@@ -81,35 +81,13 @@ def _sessions_of_correlation(term: str) -> list[str]:
     return found
 
 
-class _ReadOnlyTenantAdmin(admin.ModelAdmin):
+class _ReadOnlyTenantAdmin(ReadOnlyTenantScopedAdmin):
     tenant_field = "tenant_id"
-    actions = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
         ids = readable_tenant_ids(request)
         return queryset if ids is None else queryset.filter(**{f"{self.tenant_field}__in": ids})
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        ids = readable_tenant_ids(request)
-        if ids is None:
-            return True
-        return self._tenant_of(obj) in ids if obj is not None else bool(ids)
-
-    def _tenant_of(self, obj: Any) -> int:
-        return int(obj.tenant_id)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Session)
@@ -154,7 +132,7 @@ class SessionEventAdmin(_ReadOnlyTenantAdmin):
     date_hierarchy = "ts"
     ordering = ["-ts", "-seq"]
 
-    def _tenant_of(self, obj: Any) -> int:
+    def tenant_of(self, obj: Any) -> int:
         return int(obj.session.tenant_id)
 
     def get_search_results(
