@@ -96,8 +96,16 @@ class AuditEventAdmin(ReadOnlyTenantScopedAdmin):
         "outcome",
         "correlation",
     ]
-    list_filter = [TenantFilter, "action", "target_type", "outcome", "channel"]
+    list_filter = [
+        TenantFilter,
+        "action",
+        "target_type",
+        "outcome",
+        "channel",
+        ("created_at", admin.DateFieldListFilter),
+    ]
     # correlation_id is searched, not filtered: a filter would list every id ever issued.
+    # The actor is searched by name (actor_label), like the correlation id.
     search_fields = ["action", "target_type", "target_id", "correlation_id", "actor_label"]
     list_select_related = ["tenant"]
     ordering = ["-id"]
