@@ -117,9 +117,16 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   }
 
   function showSessionStatus(status) {
+    // The stream's status event and a refresh after an approval can both report the same ending: say it once.
+    if (sessionState.dataset.status === status) return;
     const ended = FINAL_SESSION[status];
     sessionState.textContent = ended || "";
     sessionState.dataset.status = status;
+    const option = picker.selectedOptions[0];
+    if (option && option.value && option.dataset.status && option.dataset.status !== status) {
+      option.textContent = option.textContent.replace(" — " + option.dataset.status + " (", " — " + status + " (");
+      option.dataset.status = status;
+    }
     if (ended) {
       systemLine(ended + ".");
       input.disabled = true;
@@ -250,8 +257,7 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       setConnection("No session selected", "closed");
       return;
     }
-    const selected = picker.selectedOptions[0];
-    if (selected && FINAL_SESSION[selected.dataset.status]) showSessionStatus(selected.dataset.status);
+    // An ended session's history ends with its final status event; the replay shows it (once).
     connect();
   }
 

@@ -40,3 +40,10 @@ def test_an_approved_termination_ends_the_session_in_the_operators_drawer(cast, 
     expect(approval.locator(".tess-card-status")).to_have_text("Status: executed")
     expect(operator.locator("#tess-session-state")).to_have_text("Session ended (terminated)")
     expect(box).to_be_disabled()
+    expect(operator.get_by_label("Session", exact=True).locator("option:checked")).to_contain_text("— terminated (")
+    # The ending is said once, however many sources report it (the stream, the refresh after the approval).
+    expect(operator.locator("#tess-conversation").get_by_text("Session ended (terminated).")).to_have_count(1)
+    # Opening the drawer again replays the history: still one line, and the box stays disabled.
+    operator.reload()
+    expect(operator.locator("#tess-session-state")).to_have_text("Session ended (terminated)")
+    expect(operator.locator("#tess-conversation").get_by_text("Session ended (terminated).")).to_have_count(1)
