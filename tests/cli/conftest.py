@@ -7,6 +7,7 @@ a per-test ``XDG_CONFIG_HOME``.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -20,6 +21,10 @@ import pytest
 from sessions_app.models import Session
 from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, wait_until
 from tests.tess_site.conftest import _answers, start_child  # noqa: F401  (module-scoped child processes)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @dataclass
@@ -78,6 +83,9 @@ class Tess:
             text=True,
             cwd=ROOT,
             env=self.env(**extra),
+            # A suite started in the background of a non-interactive shell inherits SIGINT as ignored, and
+            # Python then never turns Ctrl-C into KeyboardInterrupt; the CLI is tested as a terminal runs it.
+            preexec_fn=_default_sigint,
         )
 
     def login(self, username: str) -> None:
