@@ -11,7 +11,7 @@ import pytest
 from providers_app.registry import reset_instances
 from sessions_app import services
 from sessions_app.models import InboxItem
-from tests.conftest import scope_of
+from tests.conftest import require_or_skip, scope_of
 from tests.sessions_app.conftest import TmuxInstance, kill, make_instance
 from tests.tess_site.children import Child, child_env, free_port, wait_until
 from tests.tess_site.conftest import _answers
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 @pytest.fixture(scope="module")
 def alpha() -> Iterator[TmuxInstance]:
     if shutil.which("tmux") is None:
-        pytest.skip("TMUX IS NOT INSTALLED")
+        require_or_skip("tmux")
     instance = make_instance("alpha")
     try:
         yield instance

@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from providers_app.registry import reset_instances
 from sessions_app import services
 from sessions_app.models import Session
-from tests.conftest import Cast, scope_of
+from tests.conftest import Cast, require_or_skip, scope_of
 from tests.tess_site.conftest import start_child  # noqa: F401  (the module-scoped child-process fixture)
 
 ECHO_COMMAND = 'while IFS= read -r line; do echo "got:$line"; done'
@@ -65,7 +65,7 @@ def kill(instance: TmuxInstance) -> None:
 def tmux_pair(settings: Any) -> Iterator[tuple[TmuxInstance, TmuxInstance]]:
     """Two tmux instances, ``alpha`` and ``beta``, configured as provider instances of the same kind."""
     if shutil.which("tmux") is None:
-        pytest.skip("TMUX IS NOT INSTALLED")
+        require_or_skip("tmux")
     alpha, beta = make_instance("alpha"), make_instance("beta")
     settings.TESS_RUNTIME_PROVIDERS = {"alpha": alpha.config(), "beta": beta.config()}
     reset_instances()
