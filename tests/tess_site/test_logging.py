@@ -37,7 +37,7 @@ def _breaks(request: HttpRequest) -> HttpResponse:
 
 
 urlpatterns = [
-    path("work/", _logs_something),
+    path("chores/", _logs_something),
     path("api/v1/chores/", _logs_something),
     path("api/v1/broken/", _breaks),
 ]
