@@ -23,7 +23,7 @@ from django.db import connection
 from providers_app.registry import reset_instances
 from sessions_app import services
 from sessions_app.models import Session
-from tests.conftest import Cast, scope_of
+from tests.conftest import Cast, require_or_skip, scope_of
 from tests.sessions_app.conftest import TmuxInstance, kill, make_instance
 from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, wait_until
 from tests.tess_site.conftest import _answers, start_child  # noqa: F401  (the module-scoped child fixture)
@@ -112,10 +112,7 @@ def demo_session(cast: Cast, demo_tmux: TmuxInstance, settings: Any) -> Iterator
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
-        message = f"CHROMIUM IS NOT INSTALLED at {CHROMIUM}: apt-get install chromium (it is never downloaded)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        require_or_skip(f"CHROMIUM IS NOT INSTALLED at {CHROMIUM}: apt-get install chromium (never downloaded)")
     # Playwright leaves its event loop set as running in this thread, and Django then keeps its connections
     # per context instead of per thread: a second connection object appears. It gets the suite's flush
     # (tests/conftest.py lets the test flush pass the audit triggers) and is closed before the database is.

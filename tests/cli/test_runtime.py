@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 @pytest.fixture(scope="module")
 def alpha() -> Iterator[TmuxInstance]:
     if shutil.which("tmux") is None:
-        require_or_skip("tmux")
+        require_or_skip("TMUX IS NOT INSTALLED")
     instance = make_instance("alpha")
     try:
         yield instance

@@ -143,6 +143,9 @@ from .synapse import synapse  # noqa: E402, F401  (the session's homeserver, for
 HARNESSES |= {"matrix": MatrixHarness}
 
 
+H = TypeVar("H")
+
+
 @pytest.fixture
 def system_scope() -> Scope:
     """Providers take the caller's Scope; they never look people up, so an unsaved tenant will do."""
@@ -174,16 +177,23 @@ def runtime(make_runtime: Callable[..., Harness]) -> Harness:
     return make_runtime()
 
 
-@pytest.fixture
-def make_tmux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., TmuxHarness]]:
-    """tmux instances for the tmux-specific tests; every server is killed at teardown."""
-    made: list[TmuxHarness] = []
+def harness_factory(
+    harness_class: Callable[..., H], tmp_path_factory: pytest.TempPathFactory, default_name: str
+) -> Iterator[Callable[..., H]]:
+    """Yield a maker of harnesses (each in its own temporary folder) and close every one at teardown."""
+    made: list[H] = []
 
-    def make(name: str = "local", **extra: Any) -> TmuxHarness:
-        harness = TmuxHarness(tmp_path_factory.mktemp(name), name, **extra)
+    def make(name: str = default_name, **extra: Any) -> H:
+        harness = harness_class(tmp_path_factory.mktemp(name), name, **extra)
         made.append(harness)
         return harness
 
     yield make
     for harness in made:
-        harness.close()
+        harness.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def make_tmux(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., TmuxHarness]]:
+    """tmux instances for the tmux-specific tests; every server is killed at teardown."""
+    yield from harness_factory(TmuxHarness, tmp_path_factory, "local")

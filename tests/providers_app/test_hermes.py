@@ -27,22 +27,14 @@ from providers_app.hermes import HermesProvider, RunEvent
 from providers_app.registry import reset_instances
 from tess_site.scope import Scope
 
+from .conftest import harness_factory
 from .hermes_harness import HermesHarness
 from .pi_harness import PiHarness
 
 
 @pytest.fixture
 def make_hermes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HermesHarness]]:
-    made: list[HermesHarness] = []
-
-    def make(name: str = "hermes-local", **features: Any) -> HermesHarness:
-        harness = HermesHarness(tmp_path_factory.mktemp(name), name, **features)
-        made.append(harness)
-        return harness
-
-    yield make
-    for harness in made:
-        harness.close()
+    yield from harness_factory(HermesHarness, tmp_path_factory, "hermes-local")
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from providers_app.pi import PiProvider
 from providers_app.pi_rpc import RpcProcess
 from tess_site.errors import InvalidInput
 from tess_site.scope import Scope
+from tests.conftest import require_or_skip
 
 from .conftest import wait_for
 from .pi_harness import PiHarness, PiRpcHarness
@@ -357,10 +358,7 @@ def real_pi() -> Path:
     """The pi executable from ``tests/providers_app/install_pi.sh``; without it, CI fails and a local run
     skips, saying so."""
     if not PI_EXECUTABLE.exists():
-        message = f"PI EXECUTABLE NOT INSTALLED at {PI_EXECUTABLE}: run tests/providers_app/install_pi.sh"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        require_or_skip(f"PI EXECUTABLE NOT INSTALLED at {PI_EXECUTABLE}: run tests/providers_app/install_pi.sh")
     return PI_EXECUTABLE
 
 

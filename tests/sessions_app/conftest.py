@@ -65,7 +65,7 @@ def kill(instance: TmuxInstance) -> None:
 def tmux_pair(settings: Any) -> Iterator[tuple[TmuxInstance, TmuxInstance]]:
     """Two tmux instances, ``alpha`` and ``beta``, configured as provider instances of the same kind."""
     if shutil.which("tmux") is None:
-        require_or_skip("tmux")
+        require_or_skip("TMUX IS NOT INSTALLED")
     alpha, beta = make_instance("alpha"), make_instance("beta")
     settings.TESS_RUNTIME_PROVIDERS = {"alpha": alpha.config(), "beta": beta.config()}
     reset_instances()
