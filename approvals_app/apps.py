@@ -21,3 +21,11 @@ class ApprovalsConfig(AppConfig):
         from .models import ApprovalExecution
 
         register_leased_work(ApprovalExecution, wake_execution)
+
+        from tess_site.metrics import register_scrape_collector
+
+        from .approvals import register_approval_observer
+        from .metrics import collect_pending, count_transition
+
+        register_approval_observer(count_transition)
+        register_scrape_collector("approvals", collect_pending)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -9,6 +10,8 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from tess_site.scope import Scope
+
+logger = logging.getLogger(__name__)
 
 
 def user_group(*, tenant_id: int, user_id: int) -> str:
@@ -24,10 +27,14 @@ def notify_user_on_commit(*, tenant_id: int, user_id: int, kind: str, body: dict
 
     def push() -> None:
         layer = get_channel_layer()
-        if layer is not None:
+        if layer is None:
+            return
+        try:
             async_to_sync(layer.group_send)(
                 user_group(tenant_id=tenant_id, user_id=user_id), {"type": "me.event", "kind": kind, "body": body}
             )
+        except Exception:  # best effort: the change is committed and readable; a Redis restart must not fail it
+            logger.warning("could not push %s to user %s", kind, user_id, exc_info=True)
 
     transaction.on_commit(push)
 

@@ -10,8 +10,11 @@ sweeper re-queues the item and another worker finishes it.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from tess_site.leases import LeaseState, claim, complete, fail
@@ -108,14 +111,17 @@ def execution_run(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
 
 
 def execution_requeue_due() -> int:
-    """Wake items pending and due again after a transient failure (their task already returned).
+    """Wake items pending and due again after a transient failure (their task already returned), and items
+    never attempted a lease's length after they were due: their wake-up was lost (the broker was down).
 
     Periodic (Celery beat, ``approvals-requeue-due``). Waking an item twice is harmless: only one claim wins.
     """
+    now = timezone.now()
+    lost = now - timedelta(seconds=settings.TESS_LEASE_SECONDS)
     due = list(
-        ApprovalExecution.objects.filter(
-            state=LeaseState.PENDING, attempts__gt=0, available_at__lte=timezone.now()
-        ).values_list("pk", flat=True)[:500]
+        ApprovalExecution.objects.filter(state=LeaseState.PENDING)
+        .filter(Q(attempts__gt=0, available_at__lte=now) | Q(attempts=0, available_at__lte=lost))
+        .values_list("pk", flat=True)[:500]
     )
     for pk in due:
         wake_execution(pk)

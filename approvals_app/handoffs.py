@@ -226,7 +226,7 @@ def handoff_dispatch(*, handoff_id: object, worker: str) -> bool:
 
 def _advance(handoff_id: uuid.UUID | str, status: str, *, result: Any, via: str) -> Handoff:
     """Move a hand-off's status forward (idempotent for a repeat of the current status); observed, audited."""
-    handoff = Handoff.objects.select_for_update().select_related("tenant").get(pk=handoff_id)
+    handoff = Handoff.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=handoff_id)
     if handoff.status == status:
         return handoff
     if _ORDER[Status(status)] <= _ORDER[Status(handoff.status)]:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tess_site.scope import Scope
 
 from .audit import GENESIS, chain_hash, check_metadata
 from .models import AuditChainHead, AuditEvent
+
+if TYPE_CHECKING:
+    from tess_site.accounts.models import Tenant
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 
@@ -37,11 +40,12 @@ def record_audit(
     if len(target_id) > 64:
         raise ValueError("audit target_id is longer than 64 characters")
     meta = check_metadata(dict(metadata or {}))
-    with transaction.atomic():
-        AuditChainHead.objects.get_or_create(tenant=scope.tenant)
-        head = AuditChainHead.objects.select_for_update().get(tenant=scope.tenant)
-        seq = head.last_seq + 1
-        prev_hash = head.last_hash or GENESIS
+    # No savepoint of its own: the record belongs to the caller's transaction (or opens one), and a failure
+    # here fails that whole transaction anyway.
+    with transaction.atomic(savepoint=False):
+        last_seq, last_hash = _lock_head(scope.tenant)
+        seq = last_seq + 1
+        prev_hash = last_hash or GENESIS
         created_at = timezone.now()
         actor_id = scope.actor.pk if scope.actor is not None else None
         digest = chain_hash(
@@ -59,7 +63,7 @@ def record_audit(
             created_at=created_at,
             prev_hash=prev_hash,
         )
-        event = AuditEvent.objects.create(
+        event = AuditEvent(
             tenant=scope.tenant,
             seq=seq,
             actor_id=actor_id,
@@ -75,5 +79,69 @@ def record_audit(
             prev_hash=prev_hash,
             hash=digest,
         )
-        AuditChainHead.objects.filter(tenant=scope.tenant).update(last_seq=seq, last_hash=digest)
+        _append(event)
     return event
+
+
+_HEAD = AuditChainHead._meta.db_table
+_EVENT = AuditEvent._meta.db_table
+_LOCK_HEAD = f"SELECT last_seq, last_hash FROM {_HEAD} WHERE tenant_id = %s FOR UPDATE"  # noqa: S608
+_EVENT_COLUMNS = (
+    "tenant_id, seq, actor_id, actor_label, channel, action, target_type, target_id, outcome, correlation_id, "
+    "metadata, created_at, prev_hash, hash"
+)
+# The row and the head it becomes, in one round trip (the head is locked by ``_lock_head``).
+_APPEND = f"""
+    WITH event AS (
+        INSERT INTO {_EVENT} ({_EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        RETURNING id
+    )
+    UPDATE {_HEAD} SET last_seq = %s, last_hash = %s WHERE tenant_id = %s RETURNING (SELECT id FROM event)
+"""  # noqa: S608 (table names are the models')
+
+
+def _lock_head(tenant: Tenant) -> tuple[int, str]:
+    """The tenant chain's head, locked until the transaction ends; created on the tenant's first event."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_LOCK_HEAD, [tenant.pk])
+            row = cursor.fetchone()
+        if row is not None:
+            return row[0], row[1]
+    AuditChainHead.objects.get_or_create(tenant=tenant)
+    head = AuditChainHead.objects.select_for_update().get(tenant=tenant)
+    return head.last_seq, head.last_hash
+
+
+def _append(event: AuditEvent) -> None:
+    if connection.vendor != "postgresql":
+        event.save(force_insert=True)
+        AuditChainHead.objects.filter(tenant_id=event.tenant_id).update(last_seq=event.seq, last_hash=event.hash)
+        return
+    metadata = AuditEvent._meta.get_field("metadata").get_db_prep_save(event.metadata, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _APPEND,
+            [
+                event.tenant_id,
+                event.seq,
+                event.actor_id,
+                event.actor_label,
+                event.channel,
+                event.action,
+                event.target_type,
+                event.target_id,
+                event.outcome,
+                event.correlation_id,
+                metadata,
+                event.created_at,
+                event.prev_hash,
+                event.hash,
+                event.seq,
+                event.hash,
+                event.tenant_id,
+            ],
+        )
+        (event.pk,) = cursor.fetchone()
+    event._state.adding = False
+    event._state.db = connection.alias

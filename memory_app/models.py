@@ -18,9 +18,15 @@ class OperatorMemory(models.Model):
     stays the same across corrections; ``predecessor_revision`` points at the revision in history that
     this one replaced. ``reauthorized_at`` is the latest confirmation or reauthorization: recency and expiry
     count from it. ``last_used_at`` moves only when prompt recall selects the row, never on inspection.
+
+    Storage (migration 0003, PostgreSQL): recall rewrites ``last_used_at`` on every operator turn, so the
+    table keeps free room on each page (fillfactor) and no index contains that column. The update then
+    stays on the row's page as a HOT update and touches no index, and recall costs the same whatever the
+    table's size. Recall finds an operator's rows through the unique constraints' ``(tenant, operator)``
+    prefix and erasure through the ``operator`` index; a separate tenant index would only cost writes.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     operator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     category = models.CharField(max_length=32)
     slot = models.CharField(max_length=64)
@@ -47,7 +53,6 @@ class OperatorMemory(models.Model):
                 fields=["tenant", "operator", "category", "canonical"], name="memory_content_once_per_category"
             ),
         ]
-        indexes = [models.Index(fields=["operator", "tenant"], name="memory_recall")]
 
     def __str__(self) -> str:
         return f"memory {self.memory_id} r{self.revision} {self.category}/{self.slot}"

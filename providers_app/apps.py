@@ -23,3 +23,6 @@ class ProvidersConfig(AppConfig):
         register_runtime_provider(HermesProvider.kind, HermesProvider)
         register_runtime_provider(MatrixProvider.kind, MatrixProvider)
         register_health_check("runtime_providers", provider_health_report)
+        from .catalog_wiring import register_catalog_capabilities
+
+        register_catalog_capabilities()

@@ -300,6 +300,12 @@ class TmuxProvider(AgentRuntimeProvider):
         """
         if not self.command:
             raise self._unsupported(Operation.START)
+        return self.start_command(scope, title=title, argv=self.command)
+
+    def start_command(self, scope: Scope, *, title: str, argv: Sequence[str]) -> RuntimeSession:
+        """``start_session`` with a command from Tess's own configuration (the catalog's runtime bootstrap,
+        after approval: ``TESS_BOOTSTRAP_COMMANDS``). Never a command a client typed."""
+        argv = _command_args(list(argv), self.name)
         self._prepare_log_root()
         self.socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         base = (_UNSAFE_NAME.sub("_", title).strip("_") or "tess")[:48]
@@ -307,7 +313,7 @@ class TmuxProvider(AgentRuntimeProvider):
         for attempt in range(1, 21):
             name = base if attempt == 1 else f"{base}-{attempt}"
             try:
-                out = self._new_session(name, fields)
+                out = self._new_session(name, fields, argv)
             except ProviderConflict:
                 continue
             rows = parse_rows(out, fields)
@@ -324,10 +330,10 @@ class TmuxProvider(AgentRuntimeProvider):
             )
         raise ProviderConflict("Every name tried for the new session is taken.")
 
-    def _new_session(self, name: str, fields: Sequence[str]) -> str:
+    def _new_session(self, name: str, fields: Sequence[str], argv: Sequence[str]) -> str:
         """``new-session`` starts a server when none runs; one still exiting is waited out, briefly."""
         command = (
-            *("new-session", "-d", "-P", "-F", row_format(fields), "-s", name, "--", *self.command),
+            *("new-session", "-d", "-P", "-F", row_format(fields), "-s", name, "--", *argv),
             *(";", "pipe-pane", "-o", self._pipe_command()),
             *(";", *self._hook_commands(None)),
         )

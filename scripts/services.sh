@@ -63,3 +63,21 @@ drop_stale_test_databases() {
     kill -0 "$pid" 2>/dev/null || dropdb -h "$PG_HOST" -p "$PG_PORT" -U postgres --if-exists "$name" 2>/dev/null || true
   done
 }
+
+# The test drivers' service bootstrap: export DATABASE_URL and REDIS_URL (kept if already set) from the local
+# servers, started if down (or a throwaway PostgreSQL cluster). Names what could not be had in `missing`.
+ensure_test_services() {
+  missing=()
+  if [ -z "${DATABASE_URL:-}" ]; then
+    if start_postgres || start_throwaway_postgres; then
+      ensure_database tess
+      drop_stale_test_databases
+      export DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/tess"
+    else
+      missing+=("POSTGRESQL")
+    fi
+  fi
+  if [ -z "${REDIS_URL:-}" ]; then
+    if start_redis; then export REDIS_URL="redis://127.0.0.1:$REDIS_PORT/15"; else missing+=("REDIS"); fi
+  fi
+}

@@ -13,30 +13,12 @@ if command -v npm >/dev/null; then  # the pi provider's RPC smoke test runs the 
 fi
 
 ci=false; [ "${CI:-}" = "true" ] && ci=true
-fallback=()
-
-if [ -z "${DATABASE_URL:-}" ]; then
-  if start_postgres || start_throwaway_postgres; then
-    ensure_database tess
-    drop_stale_test_databases
-    export DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/tess"
-  elif $ci; then
-    echo "CI=true and PostgreSQL cannot be found or started: failing instead of falling back." >&2; exit 1
-  else
-    fallback+=("POSTGRESQL")
+ensure_test_services
+if [ ${#missing[@]} -gt 0 ]; then
+  if $ci; then
+    echo "CI=true and ${missing[*]} cannot be found or started: failing instead of falling back." >&2; exit 1
   fi
-fi
-if [ -z "${REDIS_URL:-}" ]; then
-  if start_redis; then
-    export REDIS_URL="redis://127.0.0.1:$REDIS_PORT/15"
-  elif $ci; then
-    echo "CI=true and Redis cannot be found or started: failing instead of falling back." >&2; exit 1
-  else
-    fallback+=("REDIS")
-  fi
-fi
-if [ ${#fallback[@]} -gt 0 ]; then
-  echo "WARNING: NO ${fallback[*]} AVAILABLE. FALLING BACK; THE TESTS THAT NEED IT ARE SKIPPED AND LISTED BELOW."
+  echo "WARNING: NO ${missing[*]} AVAILABLE. FALLING BACK; THE TESTS THAT NEED IT ARE SKIPPED AND LISTED BELOW."
 fi
 echo "database: ${DATABASE_URL:-sqlite (fallback)}; redis: ${REDIS_URL:-none (fallback)}"
 

@@ -18,7 +18,7 @@ from approvals_app.admin import ReadOnlyTenantScopedAdmin, readable_tenant_ids
 from approvals_app.models import AuditEvent
 from tess_site.accounts.models import Tenant
 
-from .models import Session, SessionEvent
+from .models import Session, SessionEvent, SessionMigration
 
 
 class _TenantFilter(admin.SimpleListFilter):
@@ -145,6 +145,17 @@ class SessionEventAdmin(_ReadOnlyTenantAdmin):
         if extra:
             found = found | queryset.filter(session_id__in=[e for e in extra if _is_uuid(e)])
         return found, distinct
+
+
+@admin.register(SessionMigration)
+class SessionMigrationAdmin(_ReadOnlyTenantAdmin):
+    """Cutovers between runtimes and their rollbacks: who moved which bindings from where to where."""
+
+    list_display = ["created_at", "source", "target", "status", "created_by", "rolled_back_at"]
+    list_filter = [_TenantFilter, "status", ("created_at", admin.DateFieldListFilter)]
+    list_select_related = ["source", "target", "created_by"]
+    readonly_fields = [f.name for f in SessionMigration._meta.fields]
+    date_hierarchy = "created_at"
 
 
 def _is_uuid(value: str) -> bool:

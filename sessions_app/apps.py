@@ -54,5 +54,9 @@ class SessionsConfig(AppConfig):
         from .lifecycle import post_capture_event
 
         register_capture_observer(post_capture_event)
+        # issue 10: the durable inbox/state hooks, session counts, Discord status and runtime bootstrap.
+        from .catalog_capabilities import register as register_catalog_capabilities
+
+        register_catalog_capabilities()
         if pump.should_start():
             pump.start_embedded_pump()

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import uuid
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -23,6 +25,7 @@ from django.utils import timezone
 from tess_site.accounts.models import PersonalToken
 from tess_site.accounts.scopes import scope_for_credential
 from tess_site.consumers import ScopedJsonConsumer
+from tess_site.metrics import observe_stream_lag
 
 from . import events, selectors, tail
 from .stream import frame
@@ -36,6 +39,7 @@ class SessionStreamConsumer(ScopedJsonConsumer):
     session_id: uuid.UUID | None = None
     last_sent = 0
     group = ""
+    live = False  # past the first catch-up: what is sent now was produced while the socket was open
 
     async def on_connect(self) -> None:
         events.remember_serving_loop()
@@ -55,6 +59,7 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         self._lock = asyncio.Lock()
         tail.subscribe(self.session_id)
         await self._catch_up()
+        self.live = True
         self._ticker = asyncio.create_task(self._tick())
 
     def _can_read(self, raw_id: str) -> bool:
@@ -95,6 +100,8 @@ class SessionStreamConsumer(ScopedJsonConsumer):
                 for seq, text in frames:
                     await self.send(text_data=text)
                     self.last_sent = seq
+                    if self.live:
+                        _observe_lag(text)
                 if len(frames) < tail.BATCH and (known is None or self.last_sent >= known):
                     return
                 if not frames:
@@ -151,6 +158,21 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         if not selectors.can_read_session(scope=scope, session_id=self.session_id):
             return CLOSE_NOT_FOUND
         return None
+
+
+# The ts of an encoded frame ({"seq", "kind", "ts", "body"} in that order, see stream.frame): found in the
+# first characters instead of decoding a body that may be large.
+_FRAME_TS = re.compile(r'"ts": ?"([^"]+)"')
+
+
+def _observe_lag(text: str) -> None:
+    match = _FRAME_TS.search(text, 0, 200)
+    if match is None:
+        return
+    try:
+        observe_stream_lag(datetime.fromisoformat(match.group(1)))
+    except ValueError:
+        return
 
 
 def _session_still_logged_in(session: Any, user_id: int) -> bool:

@@ -73,7 +73,11 @@ def _send(group: str, message: dict[str, Any]) -> None:
 def _send_in_memory(layer: InMemoryChannelLayer, group: str, message: dict[str, Any]) -> None:
     """The in-process layer's queues belong to the serving loop: pushes from other threads run there."""
     loop = _serving_loop
-    if loop is not None and loop.is_running():
+    if loop is None:
+        # Only stream consumers join session groups, and each remembers its loop first: no loop means no
+        # member in this process, so there is nobody to wake (and no event loop worth starting for it).
+        return
+    if loop.is_running():
         asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
     else:
         async_to_sync(layer.group_send)(group, message)

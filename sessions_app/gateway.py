@@ -160,16 +160,18 @@ def _check_turn(scope: Scope, session: Session, text: str) -> None:
 def turn_handle(envelope: IngressEnvelope) -> TurnResult:
     """Handle one turn; raise only for a turn that is not accepted at all (404, 403, 400)."""
     base = envelope.scope()
-    session = selectors.access_session(scope=base, session_id=envelope.session_id)
+    session, had_turn = selectors.access_session_for_turn(scope=base, session_id=envelope.session_id)
     scope = base.for_session(str(session.pk))
     _check_turn(scope, session, envelope.text)
     intent = classify(envelope.text)
     result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
-    with transaction.atomic():
+    # Joins the caller's transaction when there is one (the REST view's, with its idempotency record), so
+    # the turn's events, audit row and stored response commit together, without a savepoint.
+    with transaction.atomic(savepoint=False):
         if intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS):
             # Answers append all their events in one batch after the model ran: the session row is not
             # held across the model call, and turn.in still precedes turn.out in the stream.
-            _answer(scope, session, intent, envelope.text, result)
+            _answer(scope, session, intent, envelope.text, result, first_turn=not had_turn)
             rows = events_append(session_id=session.pk, items=[_turn_in(envelope, result), *_turn_out(result)])
         else:
             # Actions append turn.in first: what they cause (card, approval, hand-off events) follows it.
@@ -291,10 +293,10 @@ def fallback_line(*, read: int, code: str) -> str:
     return f"The model failed ({code}); this is the deterministic fallback answer."
 
 
-def startup_context(scope: Scope, session: Session) -> list[str]:
+def startup_context(scope: Scope, session: Session, *, first_turn: bool) -> list[str]:
     """The memory plugin's startup context (project truth, then retrieved records, each labelled as data),
     only at the session's first turn. Never fatal: without it the turn is answered from live state."""
-    if SessionEvent.objects.filter(session_id=session.pk, kind=stream.EventKind.TURN_IN).exists():
+    if not first_turn:
         return []
     try:
         with transaction.atomic():  # a savepoint, as in _recall
@@ -305,10 +307,10 @@ def startup_context(scope: Scope, session: Session) -> list[str]:
     return [block.render() for block in context.blocks]
 
 
-def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult) -> None:
+def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult, *, first_turn: bool) -> None:
     live = live_state(scope, session, intent.cls)
     recall = _recall(scope, result)
-    retrieved = startup_context(scope, session)
+    retrieved = startup_context(scope, session, first_turn=first_turn)
     prompt = prompt_assemble(text=text, memory_block=recall.block, retrieved=retrieved, live=live)
     adapter = get_model_adapter()
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
@@ -333,6 +335,8 @@ def _act(scope: Scope, session: Session, intent: Intent, text: str, result: Turn
     try:
         if intent.cls is IntentClass.MEMORY:
             _memory_card(scope, session, intent, result)
+        elif intent.cls is IntentClass.APPROVAL and intent.tool:
+            _tool_request(scope, session, intent, result)
         elif intent.cls is IntentClass.APPROVAL:
             _terminate_request(scope, session, result)
         elif intent.cls is IntentClass.HANDOFF:
@@ -384,6 +388,29 @@ def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> No
     result.reply = (
         f"Terminating this session needs an approver's decision. I asked for approval {approval.id}; it expires "
         f"at {approval.expires_at:%H:%M} UTC. Nothing happens until an approver approves."
+    )
+
+
+def _tool_request(scope: Scope, session: Session, intent: Intent, result: TurnResult) -> None:
+    # The same policy as POST /api/v1/catalog/<id>/invoke/: schema, capability, then an approval.
+    from .gateway_tools import catalog_invoke
+
+    invocation = catalog_invoke(scope, tool_id=intent.action, data=intent.tool, session_id=str(session.pk))
+    if invocation.error is not None:
+        raise invocation.error
+    assert invocation.approval is not None
+    approval = invocation.approval
+    result.approvals.append(
+        {
+            "id": str(approval.id),
+            "action": approval.action,
+            "status": approval.status,
+            "expires_at": approval.expires_at.isoformat(),
+        }
+    )
+    result.reply = (
+        f"{intent.action} needs an approver's decision. I asked for approval {approval.id}; it expires at "
+        f"{approval.expires_at:%H:%M} UTC. Nothing happens until an approver approves."
     )
 
 

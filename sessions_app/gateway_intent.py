@@ -7,6 +7,7 @@ may phrase an answer later but never changes the class. The rules, first match w
 | --- | --- | --- |
 | ``remember …``, ``forget …``, ``correct …`` | ``memory`` | parks a memory card (the operator's words verbatim) |
 | terminate / kill / end / shut down the session | ``approval`` | requests a one-time approval (``session.terminate``) |
+| create branch/tag NAME in REPO [from REV] | ``approval`` | the catalog's ``gitops.create_*`` tool: an approval |
 | delete, deploy, push, send keys, run commands, post to a channel … | ``unsupported`` | refused, typed, naming why |
 | fix, implement, review, merge, refactor, decompose, assign … | ``handoff`` | a correlated Mos hand-off |
 | diagnose, health, ping, capabilities | ``diagnostics`` | answered from provider health and capabilities |
@@ -45,6 +46,7 @@ class Intent:
     cls: IntentClass
     memory: dict[str, Any] = field(default_factory=dict)
     action: str = ""
+    tool: dict[str, Any] = field(default_factory=dict)  # a catalog tool's input, for ``action`` as a tool id
     reason: str = ""
     explanation: str = ""
 
@@ -68,7 +70,8 @@ _UNSUPPORTED: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
         re.compile(r"^(?:git\s+)?(?:push|deploy|release|rollback|roll back|tag)\b", re.I),
         "gitops_write_unsupported",
-        "GitOps writes need an approval and no executor for them exists yet.",
+        "Tess does not push, deploy or release. Creating a branch or tag needs an approval: say "
+        "“create branch NAME in REPO” or “create tag NAME in REPO”.",
     ),
     (
         re.compile(r"^(?:delete|drop|truncate|wipe|erase|destroy|rm)\b", re.I),
@@ -95,6 +98,14 @@ _UNSUPPORTED: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "runtime_control_unsupported",
         "Restarting or starting runtimes from a turn is not supported; start sessions through the sessions API.",
     ),
+)
+
+# issue 10: approved GitOps writes exist now; a turn may ask for one (the catalog's tool, behind an approval).
+_GITOPS_CREATE = re.compile(
+    r"^(?:git\s+)?(?:create|make|cut)\s+(?:a\s+|the\s+)?(?:new\s+)?(?P<kind>branch|tag)\s+(?P<name>\S{1,200})"
+    r"\s+(?:in|on|for)\s+(?:(?:the|repo|repository)\s+)*(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,63})"
+    r"(?:\s+(?:from|at)\s+(?P<start>\S{1,200}))?\s*[.!]?$",
+    re.I,
 )
 
 _HANDOFF = re.compile(
@@ -175,6 +186,13 @@ def classify(text: str) -> Intent:
         return Intent(IntentClass.MEMORY, memory=proposal)
     if _TERMINATE.search(body):
         return Intent(IntentClass.APPROVAL, action="session.terminate")
+    gitops = _GITOPS_CREATE.match(body)
+    if gitops:
+        kind = gitops.group("kind").lower()
+        tool = {"repo": gitops.group("repo"), kind: gitops.group("name")}
+        if gitops.group("start"):
+            tool["from"] = gitops.group("start")
+        return Intent(IntentClass.APPROVAL, action=f"gitops.create_{kind}", tool=tool)
     for pattern, reason, explanation in _UNSUPPORTED:
         if pattern.match(body):
             return Intent(IntentClass.UNSUPPORTED, reason=reason, explanation=explanation)

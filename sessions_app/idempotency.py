@@ -2,13 +2,17 @@
 
 - The header is required (1-255 printable ASCII characters); without it: 400 ``idempotency_key_required``.
 - Keys are scoped to the tenant and the actor, and kept 24 hours (``TESS_IDEMPOTENCY_HOURS``), then purged.
-- The first request records the key *in flight* (committed at once); a retry meanwhile gets 409
-  ``idempotency_request_in_flight``.
-- The view's effect and the stored outcome commit in one transaction; the same key with the same body
-  then replays the stored status and body with ``Idempotency-Replayed: true``.
+- The first request takes the key and records it *in flight*; a retry meanwhile gets 409
+  ``idempotency_request_in_flight`` at once. The record, the view's effect and the stored outcome are one
+  transaction (one commit per request); on PostgreSQL a transaction-level advisory lock on the key is what
+  a concurrent retry finds taken, so it never waits for the first request to finish.
+- The same key with the same body then replays the stored status and body with ``Idempotency-Replayed: true``.
 - The same key with another body (or on another route) gets 422 ``idempotency_key_reused``.
 - Validation failures (400) and server errors (5xx) are not stored: the key is free for a corrected retry.
-- A record left in flight by a crashed process is taken over after ``TESS_IDEMPOTENCY_LOCK_SECONDS``.
+- A typed refusal (another 4xx) rolls the effect back and is then stored in a short transaction of its own,
+  unless a retry has taken the key in between (its outcome is then the stored one).
+- A crashed request leaves nothing behind (its transaction never committed). A record committed in flight
+  by an earlier version is taken over after ``TESS_IDEMPOTENCY_LOCK_SECONDS``.
 
 Use it as a decorator on a ``ScopedAPIView`` method: ``@idempotent``.
 """
@@ -24,7 +28,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter
@@ -91,43 +95,101 @@ def _replay(record: IdempotencyRecord) -> Response:
     return Response(record.response_body, status=record.status_code, headers={REPLAYED_HEADER: "true"})
 
 
-def _begin(scope: Scope, key: str, fingerprint: str) -> tuple[IdempotencyRecord | None, Response | None]:
-    """Record the key in flight (committed now), or answer from an earlier request with it."""
-    try:
-        with transaction.atomic():
-            record = IdempotencyRecord(tenant=scope.tenant, key=key, fingerprint=fingerprint)
-            assert scope.actor is not None, "idempotency keys belong to a person"
-            record.actor_id = scope.actor.pk
-            record.save(force_insert=True)
-            return record, None
-    except IntegrityError:
-        pass
+def _lock_key(scope: Scope, key: str) -> int:
+    assert scope.actor is not None, "idempotency keys belong to a person"
+    name = f"tess.idempotency:{scope.tenant.pk}:{scope.actor.pk}:{key}"
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+_TABLE = IdempotencyRecord._meta.db_table
+_BODY = IdempotencyRecord._meta.get_field("response_body")
+_COLUMNS = "tenant_id, actor_id, key, fingerprint, state, status_code, response_body, created_at"
+# One round trip: take the key's lock without waiting, and insert the record if the lock is ours and no
+# record exists (a committed one conflicts at once; an uncommitted one cannot exist while we hold the lock).
+_TAKE_POSTGRES = f"""
+    WITH lock AS (SELECT pg_try_advisory_xact_lock(%s) AS held),
+         taken AS (
+             INSERT INTO {_TABLE} ({_COLUMNS})
+             SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM lock WHERE lock.held
+             ON CONFLICT (tenant_id, actor_id, key) DO NOTHING
+             RETURNING id
+         )
+    SELECT lock.held, (SELECT id FROM taken) FROM lock
+"""  # noqa: S608 (the table name is the model's)
+
+
+def _take(
+    scope: Scope, key: str, fingerprint: str, *, state: str, status_code: int | None = None, body: Any = None
+) -> tuple[bool, int | None]:
+    """Insert the key's record in the caller's transaction: (lock held, new record id or ``None``)."""
+    assert scope.actor is not None, "idempotency keys belong to a person"
+    if connection.vendor != "postgresql":
+        # The embedded SQLite: every write transaction is immediate, so writers are serialized anyway.
+        record = IdempotencyRecord(
+            tenant=scope.tenant, actor=scope.actor, key=key, fingerprint=fingerprint, state=state
+        )
+        record.status_code, record.response_body = status_code, body
+        try:
+            with transaction.atomic():
+                record.save(force_insert=True)
+        except IntegrityError:
+            return True, None
+        return True, record.pk
+    values = [
+        _lock_key(scope, key),
+        scope.tenant.pk,
+        scope.actor.pk,
+        key,
+        fingerprint,
+        state,
+        status_code,
+        _BODY.get_db_prep_save(body, connection),
+        timezone.now(),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_POSTGRES, values)
+        held, record_id = cursor.fetchone()
+    return bool(held), record_id
+
+
+def _begin(scope: Scope, key: str, fingerprint: str) -> tuple[int | None, Response | None]:
+    """Inside the request's transaction: take the key (in flight), or answer from an earlier request with it."""
+    held, record_id = _take(scope, key, fingerprint, state=IdempotencyState.IN_FLIGHT)
+    if record_id is not None:
+        return record_id, None
     found = IdempotencyRecord.objects.filter(tenant=scope.tenant, actor=scope.actor, key=key).first()
-    if found is None:  # purged or released between our insert and read: try once more
-        return _begin(scope, key, fingerprint)
-    record = found
-    if record.fingerprint != fingerprint:
+    if found is None:
+        if not held:  # another request holds the key and has not committed yet
+            raise IdempotencyInFlight()
+        return _begin(scope, key, fingerprint)  # purged between our insert and read: try once more
+    if found.fingerprint != fingerprint:
         raise IdempotencyKeyReused()
-    if record.state == IdempotencyState.DONE:
-        return None, _replay(record)
+    if found.state == IdempotencyState.DONE:
+        return None, _replay(found)
     stale = timezone.now() - timedelta(seconds=settings.TESS_IDEMPOTENCY_LOCK_SECONDS)
-    if record.created_at < stale:
+    if held and found.created_at < stale:
         taken = IdempotencyRecord.objects.filter(
-            pk=record.pk, state=IdempotencyState.IN_FLIGHT, created_at=record.created_at
+            pk=found.pk, state=IdempotencyState.IN_FLIGHT, created_at=found.created_at
         ).update(created_at=timezone.now())
         if taken == 1:
-            return record, None
+            return found.pk, None
     raise IdempotencyInFlight()
 
 
-def _finish(record: IdempotencyRecord, status_code: int, body: Any) -> None:
-    IdempotencyRecord.objects.filter(pk=record.pk).update(
-        state=IdempotencyState.DONE, status_code=status_code, response_body=body
-    )
+_FINISH = f"UPDATE {_TABLE} SET state = %s, status_code = %s, response_body = %s WHERE id = %s"  # noqa: S608
 
 
-def _release(record: IdempotencyRecord) -> None:
-    IdempotencyRecord.objects.filter(pk=record.pk, state=IdempotencyState.IN_FLIGHT).delete()
+def _finish(record_id: int, status_code: int, body: Any) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _FINISH, [IdempotencyState.DONE, status_code, _BODY.get_db_prep_save(body, connection), record_id]
+        )
+
+
+def _store_refusal(scope: Scope, key: str, fingerprint: str, exc: TessError | APIException) -> None:
+    """After the refused request rolled back: store its error, unless a retry took the key meanwhile."""
+    with transaction.atomic():
+        _take(scope, key, fingerprint, state=IdempotencyState.DONE, status_code=exc.status_code, body=_error_body(exc))
 
 
 def _is_validation_failure(exc: Exception) -> bool:
@@ -148,27 +210,25 @@ def idempotent(method: Handler) -> Handler:
         key = request.headers.get(KEY_HEADER, "")
         if not _KEY_RE.match(key):
             raise IdempotencyKeyRequired()
-        record, replay = _begin(scope, key, request_fingerprint(request._request))
-        if replay is not None:
-            return replay
-        assert record is not None
+        fingerprint = request_fingerprint(request._request)
+        taken = False
         try:
             with transaction.atomic():
+                record_id, replay = _begin(scope, key, fingerprint)
+                if replay is not None:
+                    return replay
+                assert record_id is not None
+                taken = True
                 response = method(view, request, *args, **kwargs)
-                storable = response.status_code < 500 and response.status_code != status.HTTP_400_BAD_REQUEST
-                if storable:
-                    _finish(record, response.status_code, response.data)
-        except Exception as exc:
-            if isinstance(exc, TessError | APIException) and not _is_validation_failure(exc):
-                code = exc.status_code
-                if code < 500:
-                    _finish(record, code, _error_body(exc))
-                    raise
-            _release(record)
+                if response.status_code < 500 and response.status_code != status.HTTP_400_BAD_REQUEST:
+                    _finish(record_id, response.status_code, response.data)
+                else:  # the effect (if any) commits; the key stays free for a corrected retry
+                    IdempotencyRecord.objects.filter(pk=record_id).delete()
+                return response
+        except (TessError, APIException) as exc:
+            if taken and exc.status_code < 500 and not _is_validation_failure(exc):
+                _store_refusal(scope, key, fingerprint, exc)
             raise
-        if not storable:
-            _release(record)
-        return response
 
     return wrapper
 

@@ -230,3 +230,38 @@ class RuntimeAttachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} on {self.session_id} ({self.mode})"
+
+
+class MigrationStatus(models.TextChoices):
+    CUTOVER = "cutover", "cut over"
+    ROLLED_BACK = "rolled_back", "rolled back"
+
+
+class SessionMigration(models.Model):
+    """One move of a session's ingress bindings to a session on another runtime provider instance.
+
+    ``binding_ids`` are exactly the bindings the cutover moved; a rollback moves those (and only those)
+    back to ``source``. Bindings move in place, so a Discord channel keeps its binding row and follows.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="migrations_out")
+    target = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="migrations_in")
+    binding_ids = models.JSONField(default=list)
+    status = models.CharField(max_length=16, choices=MigrationStatus.choices, default=MigrationStatus.CUTOVER)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    rolled_back_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    rolled_back_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["source", "status"], name="migration_source_status"),
+            models.Index(fields=["target"], name="migration_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"migration {self.pk}: {self.source_id} → {self.target_id} ({self.status})"

@@ -1,7 +1,8 @@
-"""Permission-aware reads of sessions. Every read of a session starts from ``sessions_visible``.
+"""Permission-aware reads of sessions. Every read of a session applies the rule of ``sessions_visible``.
 
 A session is visible to its owner and to users granted ``view_session`` on it (directly or through a
-group), within the scope's tenant; to everyone else it does not exist (404).
+group), within the scope's tenant; to everyone else it does not exist (404). Reads of one session check
+the same rule in steps (``_visible``): the session in the tenant, then its owner, then a grant.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from tess_site import rows
 from tess_site.errors import NotFound
-from tess_site.scope import Scope
+from tess_site.scope import Role, Scope
 
 from .models import (
     AttachMode,
@@ -22,8 +25,10 @@ from .models import (
     Session,
     SessionEvent,
     SessionGroupObjectPermission,
+    SessionMigration,
     SessionUserObjectPermission,
 )
+from .stream import EventKind
 
 VIEW = "view_session"
 OPERATE = "operate_session"
@@ -53,10 +58,74 @@ def _parse_id(session_id: object) -> uuid.UUID:
 
 def access_session(*, scope: Scope, session_id: object) -> Session:
     """The session if the scope may read it; ``NotFound`` otherwise (indistinguishable from absent)."""
-    session = sessions_visible(scope=scope).select_related("owner").filter(pk=_parse_id(session_id)).first()
-    if session is None:
+    pk = _parse_id(session_id)
+    session = Session.objects.select_related("owner").filter(tenant=scope.tenant, pk=pk).order_by().first()
+    return _visible(scope, session, pk)
+
+
+_TURN_SESSION = f"""
+    SELECT {rows.columns(Session, "s")},
+           EXISTS (SELECT 1 FROM {SessionEvent._meta.db_table} e WHERE e.session_id = s.id AND e.kind = %s)
+      FROM {Session._meta.db_table} s
+     WHERE s.tenant_id = %s AND s.id = %s
+"""  # noqa: S608 (table and column names are the models')
+
+
+def access_session_for_turn(*, scope: Scope, session_id: object) -> tuple[Session, bool]:
+    """``access_session`` for the gateway, with whether the session has had a turn yet: one query, written
+    as SQL on PostgreSQL because every turn makes it (bench/b_turns.py)."""
+    pk = _parse_id(session_id)
+    if connection.vendor != "postgresql":
+        turns = SessionEvent.objects.filter(session=OuterRef("pk"), kind=EventKind.TURN_IN)
+        found = Session.objects.annotate(had_turn=Exists(turns)).filter(tenant=scope.tenant, pk=pk).order_by().first()
+        return _visible(scope, found, pk), bool(getattr(found, "had_turn", False))
+    with connection.cursor() as cursor:
+        cursor.execute(_TURN_SESSION, [EventKind.TURN_IN.value, scope.tenant.pk, pk])
+        row = cursor.fetchone()
+    session = rows.instance(Session, row[:-1]) if row is not None else None
+    return _visible(scope, session, pk), bool(row is not None and row[-1])
+
+
+def _visible(scope: Scope, session: Session | None, pk: uuid.UUID) -> Session:
+    """The rule of ``sessions_visible`` for one session already looked up in the scope's tenant, in the
+    cheap order: its owner first, a view grant only for anyone else."""
+    if session is None or not (scope.actor is None or session.owner_id == scope.actor.pk or _granted(scope, pk, VIEW)):
         raise NotFound("No such session.")
     return session
+
+
+def _granted(scope: Scope, pk: uuid.UUID, codename: str) -> bool:
+    """A direct or group grant of ``codename`` on session ``pk`` to the scope's actor."""
+    return (
+        SessionUserObjectPermission.objects.filter(
+            user=scope.actor, permission__codename=codename, content_object_id=pk
+        ).exists()
+        or SessionGroupObjectPermission.objects.filter(
+            group__user=scope.actor, permission__codename=codename, content_object_id=pk
+        ).exists()
+    )
+
+
+def access_session_managed(*, scope: Scope, session_id: object) -> Session:
+    """A session the scope may manage: visible to it, or anywhere in the tenant for a tenant admin.
+
+    ``NotFound`` otherwise; callers still check owner-or-admin before changing anything.
+    """
+    if scope.has_role(Role.ADMIN):
+        session = Session.objects.select_related("owner").filter(tenant=scope.tenant, pk=_parse_id(session_id)).first()
+        if session is None:
+            raise NotFound("No such session.")
+        return session
+    return access_session(scope=scope, session_id=session_id)
+
+
+def migrations_of(*, session: Session) -> QuerySet[SessionMigration]:
+    """Cutovers from or to an already-authorized session, newest first."""
+    return (
+        SessionMigration.objects.filter(Q(source=session) | Q(target=session))
+        .select_related("created_by", "rolled_back_by")
+        .order_by("-created_at", "-pk")
+    )
 
 
 def can_read_session(*, scope: Scope, session_id: object) -> bool:

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from tess_site.accounts.permissions import request_scope
+from tess_site.api_schema import LIST_ANSWER
 from tess_site.scope import Scope
 
 
@@ -27,4 +28,6 @@ def list_schema(serializer: type[serializers.Serializer], *, cursor: bool = Fals
         fields["next"] = serializers.URLField(allow_null=True, help_text="The next page, or null at the end.")
         fields["previous"] = serializers.URLField(allow_null=True, help_text="The previous page, or null.")
     name = serializer.__name__.removesuffix("Serializer") + ("Page" if cursor else "List")
-    return inline_serializer(name=name, fields=fields)
+    answer = inline_serializer(name=name, fields=fields)
+    setattr(answer, LIST_ANSWER, True)  # its GET gets a `_list` operation id (tess_site.api_schema)
+    return answer

@@ -8,6 +8,7 @@ from celery import Celery
 from celery.signals import setup_logging, task_postrun, task_prerun
 
 from .context import accept_correlation_id, reset_correlation_id, set_correlation_id
+from .metrics import connect_celery_signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tess_site.settings.dev")
 
@@ -36,6 +37,7 @@ class _CelerySettingsOnly:
 app = Celery("tess")
 app.config_from_object(_CelerySettingsOnly(), namespace="CELERY")
 app.autodiscover_tasks()
+connect_celery_signals()  # tess_celery_tasks_total and the task duration histogram
 
 # Not "correlation_id": Celery gives every message a correlation_id property of its own (the task id),
 # and on the worker it would shadow a header of that name.

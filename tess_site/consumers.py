@@ -8,6 +8,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from tess_site.accounts.scopes import scope_for_credential
+from tess_site.metrics import WEBSOCKET_CONNECTS, WEBSOCKET_DISCONNECTS, WEBSOCKET_OPEN
 from tess_site.scope import Scope
 
 CLOSE_NOT_MEMBER = 4403
@@ -17,6 +18,7 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
     """Accepts only callers whose credential makes them a member of a tenant; sets ``self.tess_scope``."""
 
     tess_scope: Scope
+    _metrics_label: str | None = None  # the consumer label while this socket counts as open
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -33,7 +35,21 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
             return
         self.tess_scope = scope
         await self.accept()
+        self._count_open()
         await self.on_connect()
+
+    def _count_open(self) -> None:
+        self._metrics_label = type(self).__name__
+        WEBSOCKET_CONNECTS.labels(consumer=self._metrics_label).inc()
+        WEBSOCKET_OPEN.labels(consumer=self._metrics_label).inc()
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        label = self._metrics_label
+        if label is not None:
+            self._metrics_label = None
+            WEBSOCKET_DISCONNECTS.labels(consumer=label).inc()
+            WEBSOCKET_OPEN.labels(consumer=label).dec()
+        await super().websocket_disconnect(message)
 
     def _derive_scope(self) -> Scope | None:
         session = self.scope.get("session")

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
@@ -70,6 +71,30 @@ class Unsupported(TessError):
     default_message = "This operation is not supported."
 
 
+class ServiceUnavailable(TessError):
+    """A dependency failed for this request; nothing was committed and a retry may succeed (``Retry-After``)."""
+
+    code = "service_unavailable"
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_message = "The service is briefly unavailable; nothing was changed. Retry shortly."
+    retry_after_seconds = 2
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    code = "database_unavailable"
+    default_message = "The database is briefly unavailable; nothing was changed. Retry shortly."
+
+
+# A dropped or refused connection, a database restart, a deadlock victim: transient, typed, never a 500.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+
+
+def database_unavailable(exc: Exception) -> DatabaseUnavailable:
+    """The typed error for a database failure ``exc`` (logged without the statement or its parameters)."""
+    logger.warning("database unavailable: %s: %s", exc.__class__.__name__, (str(exc).splitlines() or [""])[0][:200])
+    return DatabaseUnavailable(details={"retry_after_seconds": DatabaseUnavailable.retry_after_seconds})
+
+
 def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "error": {
@@ -84,6 +109,13 @@ def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> 
 def error_response(code: str, message: str, http_status: int, details: dict[str, Any] | None = None) -> JsonResponse:
     """The envelope as a plain Django response, for middleware and URL-level handlers."""
     return JsonResponse(envelope(code, message, details), status=http_status)
+
+
+def service_unavailable_response(err: ServiceUnavailable) -> JsonResponse:
+    """The envelope of ``err`` as a plain Django response, with ``Retry-After``."""
+    response = error_response(err.code, err.message, err.status_code, err.details)
+    response["Retry-After"] = str(err.retry_after_seconds)
+    return response
 
 
 # DRF exception classes to stable codes. Anything not listed keeps DRF's own default_code.
@@ -106,6 +138,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     # Imported here: rest_framework.views imports the authentication classes, which import this module.
     from rest_framework.views import exception_handler as drf_default_handler
 
+    if isinstance(exc, DATABASE_ERRORS):
+        exc = database_unavailable(exc)
+    if isinstance(exc, ServiceUnavailable):
+        headers = {"Retry-After": str(exc.retry_after_seconds)}
+        return Response(envelope(exc.code, exc.message, exc.details), status=exc.status_code, headers=headers)
     if isinstance(exc, TessError):
         return Response(envelope(exc.code, exc.message, exc.details), status=exc.status_code)
     if isinstance(exc, Http404):

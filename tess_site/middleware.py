@@ -10,7 +10,13 @@ from urllib.parse import parse_qsl
 from django.http import HttpRequest, HttpResponse
 
 from .context import accept_correlation_id, set_correlation_id
-from .errors import IdentityFieldForbidden, error_response
+from .errors import (
+    DATABASE_ERRORS,
+    IdentityFieldForbidden,
+    database_unavailable,
+    error_response,
+    service_unavailable_response,
+)
 
 logger = logging.getLogger("tess.request")
 
@@ -55,6 +61,8 @@ class ApiErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not request.path.startswith(API_PREFIX):
             return None
+        if isinstance(exception, DATABASE_ERRORS):
+            return service_unavailable_response(database_unavailable(exception))
         logger.exception("unhandled error in %s %s", request.method, request.path)
         return error_response("server_error", "Something went wrong on our side; the error was logged.", 500)
 

@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from .accounts.login import login_view
 from .errors import error_response
 from .health import HealthView, healthz
+from .metrics_http import metrics_view
 from .middleware import API_PREFIX
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -22,6 +23,7 @@ api_v1: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus; allowed addresses only
     path("admin/login/", login_view, name="tess-login"),  # rate-limited; before the admin's own route
     path("admin/", admin.site.urls),
     path("memory/", include("memory_app.urls")),

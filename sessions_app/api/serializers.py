@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from providers_app.contract import RuntimeNode
 
-from ..models import AttachMode, RuntimeAttachment, Session, SessionEvent
+from ..models import AttachMode, RuntimeAttachment, Session, SessionEvent, SessionMigration
 
 
 class SessionSerializer(serializers.ModelSerializer[Session]):
@@ -94,3 +94,36 @@ class AttachmentSerializer(serializers.ModelSerializer[RuntimeAttachment]):
 
 class TerminateRequestSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=500, trim_whitespace=True)
+
+
+class CutoverSerializer(serializers.Serializer[Any]):
+    target = serializers.UUIDField(help_text="id of a running session of yours on another provider instance")
+
+
+class RollbackSerializer(serializers.Serializer[Any]):
+    migration = serializers.IntegerField(
+        min_value=1, required=False, help_text="the cutover to roll back (default: the session's newest open one)"
+    )
+
+
+class SessionMigrationSerializer(serializers.ModelSerializer[SessionMigration]):
+    source = serializers.UUIDField(source="source_id", read_only=True)  # type: ignore[assignment]
+    target = serializers.UUIDField(source="target_id", read_only=True)
+    binding_ids = serializers.ListField(child=serializers.IntegerField(), read_only=True)
+    created_by = serializers.CharField(source="created_by.username", read_only=True)
+    rolled_back_by = serializers.CharField(source="rolled_back_by.username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = SessionMigration
+        fields = [
+            "id",
+            "source",
+            "target",
+            "binding_ids",
+            "status",
+            "created_by",
+            "created_at",
+            "rolled_back_by",
+            "rolled_back_at",
+        ]
+        read_only_fields = fields

@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from . import turn_views, views
+from . import catalog_views, turn_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/", views.SessionListView.as_view(), name="sessions"),
@@ -13,4 +13,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/<str:session_id>/attach/", views.SessionAttachView.as_view(), name="session-attach"),
     path("sessions/<str:session_id>/detach/", views.SessionDetachView.as_view(), name="session-detach"),
     path("sessions/<str:session_id>/terminate/", views.SessionTerminateView.as_view(), name="session-terminate"),
+    path("catalog/<str:tool_id>/invoke/", catalog_views.CatalogInvokeView.as_view(), name="catalog-invoke"),
+    path("sessions/<str:session_id>/cutover/", views.SessionCutoverView.as_view(), name="session-cutover"),
+    path("sessions/<str:session_id>/rollback/", views.SessionRollbackView.as_view(), name="session-rollback"),
+    path("sessions/<str:session_id>/migrations/", views.SessionMigrationsView.as_view(), name="session-migrations"),
 ]

@@ -13,18 +13,21 @@ from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
 from tess_site.api import ScopedAPIView, list_schema
 
-from .. import selectors, services
+from .. import cutover, selectors, services
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from ..models import AttachMode
 from ..stream import SCHEMA_DESCRIPTION
 from .serializers import (
     AttachmentSerializer,
     AttachSerializer,
+    CutoverSerializer,
     EventSerializer,
     EventsQuerySerializer,
     MessageSerializer,
+    RollbackSerializer,
     RuntimeSessionSerializer,
     SessionCreateSerializer,
+    SessionMigrationSerializer,
     SessionSerializer,
     TerminateRequestSerializer,
     node_json,
@@ -88,7 +91,16 @@ class SessionDetailView(ScopedAPIView):
 
 
 class SessionTreeView(ScopedAPIView):
-    @extend_schema(description="The runtime's tree (for tmux: session → windows → panes), normalized.")
+    @extend_schema(
+        responses=inline_serializer(
+            name="SessionTree",
+            fields={
+                "session_id": serializers.UUIDField(),
+                "nodes": serializers.ListField(child=serializers.DictField()),
+            },
+        ),
+        description="The runtime's tree (for tmux: session → windows → panes), normalized.",
+    )
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.access_session(scope=self.scope, session_id=session_id)
         nodes = get_provider(session.provider_instance).get_session_tree(self.scope, session.runtime_ref)
@@ -129,6 +141,11 @@ class SessionEventsView(ScopedAPIView):
 class SessionMessagesView(ScopedAPIView):
     @extend_schema(
         request=MessageSerializer,
+        responses={
+            202: inline_serializer(
+                name="MessageQueued", fields={"inbox_id": serializers.IntegerField(), "state": serializers.CharField()}
+            )
+        },
         parameters=[IDEMPOTENCY_PARAMETER],
         description="Raw input to the runtime (keys into tmux), queued and delivered by a worker. Needs an "
         "interactive attachment (`interactive_attachment_required` otherwise).",
@@ -160,7 +177,13 @@ class SessionAttachView(ScopedAPIView):
 
 
 class SessionDetachView(ScopedAPIView):
-    @extend_schema(request=None, parameters=[IDEMPOTENCY_PARAMETER])
+    @extend_schema(
+        request=None,
+        responses=inline_serializer(
+            name="Detached", fields={"detached": serializers.IntegerField(help_text="how many attachments ended")}
+        ),
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:
         ended = services.session_detach(scope=self.scope, session_id=session_id)
@@ -184,3 +207,50 @@ class SessionTerminateView(ScopedAPIView):
             scope=self.scope, session_id=session_id, reason=body.validated_data.get("reason", "")
         )
         return Response(ApprovalSerializer(approval).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionCutoverView(ScopedAPIView):
+    @extend_schema(
+        request=CutoverSerializer,
+        responses={201: SessionMigrationSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description="Move every active ingress binding of this session (web, CLI, Discord channel) to `target`, a "
+        "running session of the same tenant on another provider instance. The caller owns both or is a tenant "
+        "admin. Both streams get a `system` event; the move is audited and can be rolled back.",
+    )
+    @idempotent
+    def post(self, request: Request, session_id: str) -> Response:
+        body = CutoverSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        migration = cutover.session_cutover(
+            scope=self.scope, session_id=session_id, target_id=body.validated_data["target"]
+        )
+        return Response(SessionMigrationSerializer(migration).data, status=status.HTTP_201_CREATED)
+
+
+class SessionRollbackView(ScopedAPIView):
+    @extend_schema(
+        request=RollbackSerializer,
+        responses=SessionMigrationSerializer,
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description="Move the bindings of this session's newest open cutover (or of `migration`) back here: "
+        "exactly those bindings, none other. 409 `rollback_bindings_moved_on` when one was moved on since.",
+    )
+    @idempotent
+    def post(self, request: Request, session_id: str) -> Response:
+        body = RollbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        migration = cutover.session_rollback(
+            scope=self.scope, session_id=session_id, migration_id=body.validated_data.get("migration")
+        )
+        return Response(SessionMigrationSerializer(migration).data)
+
+
+class SessionMigrationsView(ScopedAPIView):
+    @extend_schema(
+        responses=list_schema(SessionMigrationSerializer),
+        description="Cutovers from and to this session, newest first.",
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        rows = cutover.migrations_list(scope=self.scope, session_id=session_id)
+        return Response({"results": SessionMigrationSerializer(rows, many=True).data})

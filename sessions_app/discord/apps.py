@@ -17,3 +17,8 @@ class DiscordConfig(AppConfig):
         register_outbox_sender("discord", sender.send_outbox_frame)
         register_shared_notifier("discord", sender.notify_bound_channels)
         register_private_deliverer("discord", sender.send_link_privately)
+        from sessions_app.cutover import register_bindings_moved_observer
+
+        from .services import relay_restart
+
+        register_bindings_moved_observer(relay_restart)

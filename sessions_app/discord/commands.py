@@ -24,20 +24,35 @@ def reply(text: str, *, ephemeral: bool = False) -> dict[str, Any]:
     return {"type": MESSAGE, "data": data}
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: a malformed interaction is refused, never a 500."""
+    return value if isinstance(value, dict) else {}
+
+
 def _subcommand(interaction: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    data = interaction.get("data") or {}
-    options = data.get("options") or []
-    if data.get("name") != "tess" or not options or options[0].get("name") not in SUBCOMMANDS:
+    data = _object(interaction.get("data"))
+    options = data.get("options")
+    first = _object(options[0]) if isinstance(options, list) and options else {}
+    if data.get("name") != "tess" or not isinstance(first.get("name"), str) or first["name"] not in SUBCOMMANDS:
         raise InvalidInput(f"Unknown command; try /tess {'|'.join(SUBCOMMANDS)}.")
-    args = {str(o.get("name")): o.get("value") for o in options[0].get("options") or []}
-    return str(options[0]["name"]), args
+    inner = first.get("options")
+    args = {str(o.get("name")): o.get("value") for o in inner if isinstance(o, dict)} if isinstance(inner, list) else {}
+    return str(first["name"]), args
 
 
 def _user_id(interaction: dict[str, Any]) -> str:
-    user = (interaction.get("member") or {}).get("user") or interaction.get("user") or {}
-    if not user.get("id"):
+    user = _object(_object(interaction.get("member")).get("user")) or _object(interaction.get("user"))
+    user_id = user.get("id")
+    if not isinstance(user_id, str | int) or isinstance(user_id, bool) or not 0 < len(str(user_id)) <= 64:
         raise InvalidInput("No Discord user in the interaction.")
-    return str(user["id"])
+    return str(user_id)
+
+
+def _channel_id(interaction: dict[str, Any]) -> str:
+    channel_id = interaction.get("channel_id") or ""
+    if not isinstance(channel_id, str | int) or isinstance(channel_id, bool) or len(str(channel_id)) > 64:
+        raise InvalidInput("The interaction's channel is not a Discord channel id.")
+    return str(channel_id)
 
 
 def handle_command(interaction: dict[str, Any], *, correlation_id: str) -> dict[str, Any]:
@@ -45,7 +60,7 @@ def handle_command(interaction: dict[str, Any], *, correlation_id: str) -> dict[
     try:
         name, args = _subcommand(interaction)
         user_id = _user_id(interaction)
-        channel_id = str(interaction.get("channel_id") or "")
+        channel_id = _channel_id(interaction)
         if name == "link":
             services.link_code_redeem(
                 discord_user_id=user_id, code=str(args.get("code") or ""), correlation_id=correlation_id

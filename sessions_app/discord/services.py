@@ -157,6 +157,13 @@ def channel_bind(*, scope: Scope, channel_id: str, session_id: str) -> IngressBi
     return binding
 
 
+def relay_restart(binding_ids: list[int], session_id: uuid.UUID) -> None:
+    """Bindings moved to another session (a cutover or its rollback): their channels hear that session's
+    turns from now on, not its history, and not the rest of the session they left."""
+    last_seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
+    DiscordRelayCursor.objects.filter(binding_id__in=binding_ids).update(last_seq=last_seq)
+
+
 def ask_defer(*, scope: Scope, interaction: dict[str, Any], channel_id: str, text: str) -> DiscordInteraction:
     """Check the turn can be taken now; record the interaction and run the turn after commit (Celery)."""
     session = bound_session(scope=scope, channel_id=channel_id)
@@ -164,6 +171,12 @@ def ask_defer(*, scope: Scope, interaction: dict[str, Any], channel_id: str, tex
         raise Forbidden("Turns need the operator role and the session's owner or an operate grant.")
     if not text.strip():
         raise InvalidInput("Say something after `/tess ask`.")
+    interaction_id, token = interaction.get("id"), interaction.get("token")
+    application_id = interaction.get("application_id", "")
+    if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in (interaction_id, token, application_id)):
+        raise InvalidInput("The interaction has no usable id, token or application id.")
+    if not 0 < len(str(interaction_id)) <= 64 or not str(token) or len(str(application_id)) > 64:
+        raise InvalidInput("The interaction has no usable id, token or application id.")
     from tess_site.tasks import enqueue_on_commit
 
     from .tasks import run_discord_ask
@@ -172,9 +185,9 @@ def ask_defer(*, scope: Scope, interaction: dict[str, Any], channel_id: str, tex
     try:
         with transaction.atomic():
             row = DiscordInteraction.objects.create(
-                interaction_id=str(interaction["id"]),
-                application_id=str(interaction.get("application_id", "")),
-                token=str(interaction["token"]),
+                interaction_id=str(interaction_id),
+                application_id=str(application_id),
+                token=str(token),
                 tenant=scope.tenant,
                 user=scope.actor,
                 session=session,

@@ -54,6 +54,8 @@ class InteractionsView(APIView):
             interaction = json.loads(raw)
         except ValueError as exc:
             raise InvalidInput("The body is not JSON.") from exc
+        if not isinstance(interaction, dict):
+            raise InvalidInput("The body must be a JSON object.")
         if interaction.get("type") == 1:
             return Response(PONG)
         if interaction.get("type") != 2:

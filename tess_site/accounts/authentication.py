@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from .services import token_authenticate
+from .services import token_authenticate_with_roles
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -27,9 +27,12 @@ class PersonalTokenAuthentication(authentication.BaseAuthentication):
         plaintext = bearer_token(request.headers.get("Authorization"))
         if plaintext is None:
             return None
-        token = token_authenticate(plaintext=plaintext)
-        if token is None:
+        found = token_authenticate_with_roles(plaintext=plaintext)
+        if found is None:
             raise exceptions.AuthenticationFailed("The token is unknown, revoked or expired.")
+        token, roles = found
+        # Read with the token in one query; this request's Scope takes them (``permissions.request_scope``).
+        request._request.tess_token_roles = roles  # type: ignore[attr-defined]
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

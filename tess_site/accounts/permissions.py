@@ -21,6 +21,7 @@ def request_scope(request: Request) -> Scope | None:
             auth=request.auth,
             session=getattr(request, "session", None),
             correlation_id=getattr(request._request, "correlation_id", None) or get_correlation_id(),
+            token_roles=getattr(request._request, "tess_token_roles", None),
         )
     return request._tess_scope  # type: ignore[attr-defined]
 

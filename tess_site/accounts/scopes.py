@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 
-from tess_site.scope import Channel, Scope
+from tess_site.scope import Channel, Role, Scope
 
 from .models import PersonalToken, Tenant
 from .selectors import roles_for, tenants_for
@@ -42,10 +42,13 @@ def scope_for_credential(
     session: SessionBase | None,
     correlation_id: str,
     channel: Channel | None = None,
+    token_roles: frozenset[Role] | None = None,
 ) -> Scope | None:
     """The Scope of a verified user: from the token's tenant, or the browser session's selected tenant.
 
-    ``None`` means the credential does not make the caller a member of any tenant.
+    ``None`` means the credential does not make the caller a member of any tenant. ``token_roles`` are the
+    roles this same request read together with the token (``token_authenticate_with_roles``); without
+    them the roles are read here.
     """
     if not user.is_authenticated:
         return None
@@ -57,7 +60,9 @@ def scope_for_credential(
         default_channel = Channel.WEB
     if tenant is None:
         return None
-    roles = roles_for(user=user, tenant=tenant)
+    roles = token_roles if token_roles is not None and isinstance(auth, PersonalToken) else None
+    if roles is None:
+        roles = roles_for(user=user, tenant=tenant)
     if not roles:
         return None
     return Scope(

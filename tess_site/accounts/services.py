@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cache
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from tess_site import rows
 from tess_site.audit_port import audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput
 from tess_site.scope import Channel, Role, Scope
 
 from . import tokens
 from .models import ExternalIdentity, Membership, PersonalToken, Tenant
+from .selectors import roles_for
 
 # Touching last_used_at on every request would turn every read into a write; once a minute is honest enough.
 LAST_USED_GRANULARITY = timedelta(minutes=1)
@@ -113,11 +116,24 @@ def token_revoke(*, scope: Scope, token: PersonalToken) -> bool:
 
 def token_authenticate(*, plaintext: str) -> PersonalToken | None:
     """The usable token ``plaintext`` names, with its user and tenant; ``None`` for anything else."""
+    found = token_authenticate_with_roles(plaintext=plaintext)
+    return found[0] if found is not None else None
+
+
+def token_authenticate_with_roles(*, plaintext: str) -> tuple[PersonalToken, frozenset[Role]] | None:
+    """``token_authenticate``, plus the user's roles in the token's tenant read in the same query.
+
+    For one request only (the API's authentication hands them to that request's Scope): a connection that
+    lives on, such as a websocket, reads roles again whenever it re-derives its Scope.
+    """
     prefix = tokens.parse_prefix(plaintext)
     if prefix is None:
         return None
-    token = PersonalToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()
-    if token is None or not tokens.matches(plaintext, token.token_hash):
+    found = _token_by_prefix(prefix)
+    if found is None:
+        return None
+    token, roles = found
+    if not tokens.matches(plaintext, token.token_hash):
         return None
     now = timezone.now()
     if not token.is_usable(now) or not token.user.is_active:
@@ -125,7 +141,39 @@ def token_authenticate(*, plaintext: str) -> PersonalToken | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_GRANULARITY:
         PersonalToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
-    return token
+    return token, roles
+
+
+@cache
+def _token_sql() -> str:
+    user_model = get_user_model()
+    return f"""
+        SELECT {rows.columns(PersonalToken, "t")}, {rows.columns(user_model, "u")}, {rows.columns(Tenant, "n")}, m.role
+          FROM {PersonalToken._meta.db_table} t
+          JOIN {user_model._meta.db_table} u ON u.id = t.user_id
+          JOIN {Tenant._meta.db_table} n ON n.id = t.tenant_id
+          LEFT JOIN {Membership._meta.db_table} m ON m.user_id = t.user_id AND m.tenant_id = t.tenant_id
+         WHERE t.prefix = %s
+    """  # noqa: S608 (table and column names are the models')
+
+
+def _token_by_prefix(prefix: str) -> tuple[PersonalToken, frozenset[Role]] | None:
+    """The token with ``prefix``, its user and tenant, and the user's roles there: one round trip on
+    PostgreSQL (one row per role), where every API request makes this read."""
+    if connection.vendor != "postgresql":
+        token = PersonalToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()
+        return (token, roles_for(user=token.user, tenant=token.tenant)) if token is not None else None
+    with connection.cursor() as cursor:
+        cursor.execute(_token_sql(), [prefix])
+        found = cursor.fetchall()
+    if not found:
+        return None
+    user_model = get_user_model()
+    first, user_at, tenant_at = found[0], rows.width(PersonalToken), rows.width(PersonalToken) + rows.width(user_model)
+    token = rows.instance(PersonalToken, first[:user_at])
+    token.user = rows.instance(user_model, first[user_at:tenant_at])
+    token.tenant = rows.instance(Tenant, first[tenant_at:-1])
+    return token, frozenset(Role(row[-1]) for row in found if row[-1] is not None)
 
 
 def identity_link(*, scope: Scope, provider: str, external_id: str) -> ExternalIdentity:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
-from .env import env_bool, env_choice, env_int, env_list, env_str
+from .env import ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("TESS_VAR_DIR", str(BASE_DIR / "var")) or BASE_DIR / "var")
@@ -39,7 +40,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "tess_site.metrics_http.RequestMetricsMiddleware",  # first: its latency covers the whole chain
     "tess_site.middleware.CorrelationIdMiddleware",
+    # NUL, lone surrogates, NaN, absurd nesting and oversized bodies: typed 400/413 for every route.
+    "tess_site.input_guard.RefuseUnstorableInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "tess_site.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -75,7 +79,12 @@ TEMPLATES = [
 # DATABASE_URL unset means the embedded default: SQLite under var/.
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+    # Health checks: a persistent connection the server dropped is replaced before the next request uses it.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
+        )
+    }
 else:
     DATABASES = {
         "default": {
@@ -172,7 +181,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["tess_site.accounts.permissions.IsTenantMember"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "tess_site.api_schema.TessAutoSchema",
     "EXCEPTION_HANDLER": "tess_site.errors.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"token": TESS_TOKEN_RATE},
     "UNAUTHENTICATED_USER": None,
@@ -186,6 +195,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two models name their choices "Status"; the schema gives each its own enum name.
+    "ENUM_NAME_OVERRIDES": {"CodingMemoryStatusEnum": "memory_app.coding.models.CodingMemoryEntry.Status"},
 }
 
 # --- i18n, static ---------------------------------------------------------------------------------
@@ -239,6 +250,22 @@ LOGGING = {
 import json as _json  # noqa: E402
 
 TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RUNTIME_PROVIDERS", "{}") or "{}")
+
+# --- the operator-tool catalog (issue 10) -----------------------------------------------------------
+# Each unset (the default) means that tool's capability is absent and its catalog entries fail closed.
+from .tools_env import env_bootstrap_commands, env_git_repos, env_mcp_servers  # noqa: E402
+
+# Local git repositories for GitOps: {"name": "/abs/path"} or {"name": {"path": ..., "tenants": [...]}}.
+TESS_GITOPS_REPOS = env_git_repos("TESS_GITOPS_REPOS")
+TESS_GITOPS_TIMEOUT_SECONDS = env_int("TESS_GITOPS_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
+# Runtime bootstrap: {"name": {"provider": "<tmux instance>", "argv": [...]}}; started only after approval.
+TESS_BOOTSTRAP_COMMANDS = env_bootstrap_commands("TESS_BOOTSTRAP_COMMANDS")
+# MCP servers over stdio for discovery: {"name": ["program", "arg", ...]}.
+TESS_MCP_SERVERS = env_mcp_servers("TESS_MCP_SERVERS")
+TESS_MCP_TIMEOUT_SECONDS = env_int("TESS_MCP_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
+# Fleet diagnostics: every database read runs under this statement timeout; every check under its own.
+TESS_DIAGNOSTICS_STATEMENT_TIMEOUT_MS = env_int("TESS_DIAGNOSTICS_STATEMENT_TIMEOUT_MS", 2000, minimum=100)
+TESS_DIAGNOSTICS_CHECK_SECONDS = env_int("TESS_DIAGNOSTICS_CHECK_SECONDS", 5, minimum=1, maximum=60)
 
 # --- operator memory (seed 002) ----------------------------------------------------------------------
 # The kill switch: unset means on (a database is always bound, the embedded SQLite included); 0/off/false
@@ -304,13 +331,21 @@ CELERY_BEAT_SCHEDULE["approvals-requeue-due"] = {
     "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
 }
 
+# --- gateway identity (issue 10) -----------------------------------------------------------------------
+# Who this Tess is to its peers: TESS_INSTANCE_ID names it, TESS_GATEWAY_SIGNING_KEY signs its outgoing
+# webhooks (the Mos webhook uses it unless TESS_MOS_WEBHOOK_SECRET is set). Production requires both.
+TESS_INSTANCE_ID = env_str("TESS_INSTANCE_ID", "") or ""
+if TESS_INSTANCE_ID and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", TESS_INSTANCE_ID):
+    raise ImproperlyConfiguredEnv("TESS_INSTANCE_ID must be 1-64 letters, digits, '.', '_' or '-'")
+TESS_GATEWAY_SIGNING_KEY = env_str("TESS_GATEWAY_SIGNING_KEY", "") or ""
+
 # --- Mos hand-offs (approvals_app.handoffs) ------------------------------------------------------------
 # none: a hand-off is recorded and stays queued (the embedded default); redis: appended to a Redis stream,
 # results read back through a consumer group; webhook: POSTed with an HMAC-SHA256 signature over the body,
 # results come back signed to POST /api/v1/handoffs/<id>/result/.
 TESS_MOS_ADAPTER = env_choice("TESS_MOS_ADAPTER", ("none", "redis", "webhook"), "none")
 TESS_MOS_WEBHOOK_URL = env_str("TESS_MOS_WEBHOOK_URL", "") or ""
-TESS_MOS_WEBHOOK_SECRET = env_str("TESS_MOS_WEBHOOK_SECRET", "") or ""
+TESS_MOS_WEBHOOK_SECRET = env_str("TESS_MOS_WEBHOOK_SECRET", "") or TESS_GATEWAY_SIGNING_KEY
 TESS_MOS_WEBHOOK_TIMEOUT_SECONDS = env_int("TESS_MOS_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
 TESS_MOS_HANDOFF_STREAM = env_str("TESS_MOS_HANDOFF_STREAM", "mos:handoffs") or "mos:handoffs"
 TESS_MOS_RESULT_STREAM = env_str("TESS_MOS_RESULT_STREAM", "mos:results") or "mos:results"
@@ -330,6 +365,16 @@ TESS_DISCORD_PUBLIC_KEY = env_str("TESS_DISCORD_PUBLIC_KEY", "") or ""  # hex; u
 TESS_DISCORD_APPLICATION_ID = env_str("TESS_DISCORD_APPLICATION_ID", "") or ""
 TESS_DISCORD_BOT_TOKEN = env_str("TESS_DISCORD_BOT_TOKEN", "") or ""  # or TESS_DISCORD_BOT_TOKEN_FILE
 TESS_DISCORD_BOT_TOKEN_FILE = env_str("TESS_DISCORD_BOT_TOKEN_FILE", "") or ""
+# On when any Discord key is configured, unless turned off; off also refuses every interaction.
+# Production refuses Discord turned on without its public key, application id and bot token.
+TESS_DISCORD_ENABLED = env_bool(
+    "TESS_DISCORD_ENABLED",
+    bool(
+        TESS_DISCORD_PUBLIC_KEY or TESS_DISCORD_APPLICATION_ID or TESS_DISCORD_BOT_TOKEN or TESS_DISCORD_BOT_TOKEN_FILE
+    ),
+)
+if not TESS_DISCORD_ENABLED:
+    TESS_DISCORD_PUBLIC_KEY = ""
 TESS_DISCORD_LINK_CODE_MINUTES = env_int("TESS_DISCORD_LINK_CODE_MINUTES", 10, minimum=1, maximum=60)
 TESS_DISCORD_LINK_RATE = env_str("TESS_DISCORD_LINK_RATE", "10/hour") or "10/hour"
 _THROTTLE_RATES: dict[str, str] = REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # type: ignore[assignment]
@@ -338,4 +383,17 @@ TESS_DISCORD_RELAY_SECONDS = env_int("TESS_DISCORD_RELAY_SECONDS", 2, minimum=1,
 CELERY_BEAT_SCHEDULE["discord-relay"] = {
     "task": "sessions_app.discord.tasks.relay_discord_channels",
     "schedule": float(TESS_DISCORD_RELAY_SECONDS),
+}
+
+# --- metrics (tess_site/metrics.py, GET /metrics) -------------------------------------------------------
+# Who may scrape /metrics: CIDRs matched against the peer address; everyone else gets 404, and so does any
+# request that came through a proxy (X-Forwarded-For); TESS_METRICS=0 turns the endpoint off. Processes
+# share their metrics through PROMETHEUS_MULTIPROC_DIR when it is set (see deploy/).
+TESS_METRICS = env_bool("TESS_METRICS", True)
+TESS_METRICS_ALLOWED_IPS = env_networks("TESS_METRICS_ALLOWED_IPS", ["127.0.0.1/32", "::1/128"])
+# How often beat asks every runtime provider instance for its health (tess_provider_heartbeat_* metrics).
+TESS_PROVIDER_HEARTBEAT_SECONDS = env_int("TESS_PROVIDER_HEARTBEAT_SECONDS", 30, minimum=5)
+CELERY_BEAT_SCHEDULE["providers-heartbeat"] = {
+    "task": "providers_app.health.check_provider_heartbeats",
+    "schedule": float(TESS_PROVIDER_HEARTBEAT_SECONDS),
 }

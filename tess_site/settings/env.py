@@ -7,6 +7,7 @@ not ``False``). ``NAME_FILE`` is honoured for every string so secrets can come f
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -29,13 +30,33 @@ def env_str(name: str, default: str | None = None) -> str | None:
     if direct is not None and file_path is not None:
         raise ImproperlyConfiguredEnv(f"{name} and {name}_FILE are both set; set only one")
     if file_path is not None:
-        try:
-            return Path(file_path).read_text().strip()
-        except OSError as exc:
-            raise ImproperlyConfiguredEnv(f"{name}_FILE={file_path!r} cannot be read: {exc}") from exc
+        return _read_secret_file(name, file_path)
     if direct is None or direct == "":
         return default
     return direct
+
+
+def _read_secret_file(name: str, file_path: str) -> str:
+    """The file's text without its trailing newline. Errors name the variable and the path, never content.
+
+    ``{name}_FILE`` is how secrets arrive under systemd (``LoadCredential=`` puts them in
+    ``$CREDENTIALS_DIRECTORY``) and container runtimes (mounted secret files); ``echo`` and editors end a
+    file with a newline that is not part of the secret.
+    """
+    try:
+        raw = Path(file_path).read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ImproperlyConfiguredEnv(f"{name}_FILE={file_path!r} cannot be read: {reason}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # The decoder's message quotes the offending byte, which is part of the secret: say only what is wrong.
+        raise ImproperlyConfiguredEnv(f"{name}_FILE={file_path!r} is not UTF-8 text") from None
+    value = text.rstrip("\r\n")
+    if not value:
+        raise ImproperlyConfiguredEnv(f"{name}_FILE={file_path!r} is empty")
+    return value
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -71,6 +92,17 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of IP networks in CIDR notation (a bare address is a one-address network)."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError as exc:
+            raise ImproperlyConfiguredEnv(f"{name}: {item!r} is not an IP network (CIDR)") from exc
+    return networks
 
 
 def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:

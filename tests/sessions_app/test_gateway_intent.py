@@ -100,3 +100,24 @@ def test_a_memory_request_without_content_is_refused_not_guessed():
 
 def test_the_same_text_always_gives_the_same_class():
     assert {classify("fix the build").cls for _ in range(20)} == {IntentClass.HANDOFF}
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "tool"),
+    [
+        ("create branch hotfix/1 in app", "gitops.create_branch", {"repo": "app", "branch": "hotfix/1"}),
+        (
+            "please cut a tag v1.2 in repo app from main",
+            "gitops.create_tag",
+            {"repo": "app", "tag": "v1.2", "from": "main"},
+        ),
+    ],
+)
+def test_creating_a_branch_or_tag_asks_for_the_catalogs_approval(text, action, tool):
+    intent = classify(text)
+    assert (intent.cls, intent.action, intent.tool) == (IntentClass.APPROVAL, action, tool)
+
+
+def test_pushing_and_bare_tagging_stay_refused():
+    for text in ("git push origin main", "tag v1", "release 2.0"):
+        assert classify(text).reason == "gitops_write_unsupported"

@@ -1,0 +1,85 @@
+"""``manage.py tess_preflight``: what the units run before starting; names each dependency that does not answer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.tess_site.children import ROOT, child_env, free_port
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _preflight(**env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "tess_preflight"],
+        cwd=ROOT,
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """``{dependency: "ok" | "MISSING"}`` from the command's report."""
+    return {line.split()[1].rstrip(":"): line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+
+
+def test_it_passes_when_everything_answers(tmp_path):
+    if not settings.REDIS_URL:
+        pytest.skip("needs REDIS_URL")
+    result = _preflight(PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _lines(result) == {"database": "ok", "migrations": "ok", "redis": "ok", "metrics": "ok"}
+
+
+def test_it_names_an_unreachable_database_and_redis_without_printing_their_passwords():
+    dead = free_port()
+    result = _preflight(
+        DATABASE_URL=f"postgres://tess:hunter2-db@127.0.0.1:{dead}/tess",
+        REDIS_URL=f"redis://:hunter2-redis@127.0.0.1:{dead}/0",
+    )
+    assert result.returncode == 1
+    assert _lines(result) == {"database": "MISSING", "migrations": "MISSING", "redis": "MISSING", "metrics": "ok"}
+    assert "Tess cannot start; missing: database, migrations, redis" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_a_metrics_directory_it_cannot_write_stops_it_with_the_variable_named(tmp_path):
+    result = _preflight(PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "absent"))
+    assert result.returncode != 0
+    assert f"PROMETHEUS_MULTIPROC_DIR={str(tmp_path / 'absent')!r} is not a directory this process can write" in (
+        result.stderr
+    )
+
+
+@pytest.fixture
+def empty_database() -> Iterator[str]:
+    """A new, empty database on the test server: reachable, but not migrated."""
+    name = f"tess_preflight_{os.getpid()}"
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    url = urlsplit(child_env()["DATABASE_URL"])
+    try:
+        yield urlunsplit(url._replace(path=f"/{name}"))
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_it_names_a_database_that_is_not_migrated(empty_database):
+    result = _preflight(DATABASE_URL=empty_database)
+    assert result.returncode == 1
+    assert _lines(result)["database"] == "ok"
+    assert _lines(result)["migrations"] == "MISSING"
+    assert "migrations not applied; run `manage.py migrate` first" in result.stdout
