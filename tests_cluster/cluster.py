@@ -8,7 +8,6 @@ intervals. Every process dies with the test process (``tests.tess_site.children`
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
@@ -23,22 +22,11 @@ import httpx
 from celery import Celery
 
 from tests.sessions_app.conftest import ECHO_COMMAND, TmuxInstance, kill, make_instance
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
 
 LEASE_SECONDS = 5  # the smallest lease the settings accept: a killed worker's item is swept within seconds
 SWEEP_SECONDS = 1
 START_SECONDS = 90  # two cores shared with other suites: Django start-up of five processes takes a while
-
-
-def _http_ok(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-    try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
 
 
 class RedisServer:
@@ -168,7 +156,7 @@ class Cluster:
 
     def wait_for_node(self, node: Node) -> None:
         def ready() -> bool:
-            return not node.child.alive() or _http_ok(node.port)
+            return not node.child.alive() or serves_healthz(node.port)
 
         if not wait_until(ready, timeout=START_SECONDS) or not node.child.alive():
             raise RuntimeError(f"node {node.name} did not answer:\n{node.child.output()}")

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from sessions_app.models import Session
-from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, wait_until
-from tests.tess_site.conftest import _answers, start_child  # noqa: F401  (module-scoped child processes)
+from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.conftest import start_child  # noqa: F401  (module-scoped child processes)
 
 
 def _default_sigint() -> None:
@@ -43,7 +43,7 @@ def start_daphne(start: Callable[..., Child], port: int) -> Child:
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(TESS_STREAM_HEARTBEAT_SECONDS="1", TESS_STREAM_RECHECK_SECONDS="1"),
     )
-    if not wait_until(lambda: not child.alive() or _answers(port), timeout=30) or not child.alive():
+    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30) or not child.alive():
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     return child
 

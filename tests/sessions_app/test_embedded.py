@@ -5,7 +5,6 @@ Also the demo session command that ``make run`` calls, and when the embedded pum
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 from collections.abc import Callable
@@ -19,16 +18,7 @@ from sessions_app import pump
 from sessions_app.models import Session, SessionStatus
 from tess_site.accounts import services as accounts
 from tess_site.scope import Role
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, wait_until
-
-
-def _answers(port: int) -> bool:
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
 
 
 @pytest.mark.parametrize(
@@ -69,7 +59,7 @@ def test_one_server_process_without_redis_streams_live_tmux_output(
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         env,
     )
-    assert wait_until(lambda: not child.alive() or _answers(port), timeout=30), child.output()
+    assert wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30), child.output()
     assert child.alive(), child.output()
     headers = {"Authorization": f"Bearer {token_for(cast.owner)}"}
     url = f"ws://127.0.0.1:{port}/ws/sessions/{session.pk}/stream/?cursor=0"

@@ -7,7 +7,6 @@ and events are appended by this process, as the pump or a worker would.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -25,20 +24,11 @@ from sessions_app.consumers import CLOSE_CREDENTIAL_ENDED, CLOSE_NOT_FOUND
 from sessions_app.models import Session
 from sessions_app.stream import EventKind, system_body
 from tests.conftest import scope_of
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 TOTAL = 1000
-
-
-def _answers(port: int) -> bool:
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +39,7 @@ def server(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(TESS_STREAM_HEARTBEAT_SECONDS="2", TESS_STREAM_RECHECK_SECONDS="1"),
     )
-    if not wait_until(lambda: not child.alive() or _answers(port), timeout=30):
+    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30):
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     if not child.alive():
         pytest.fail(f"daphne exited:\n{child.output()}")

@@ -24,17 +24,13 @@ from tess_site.celery import app
 from tess_site.leases import LeaseState
 from tess_site.tasks import sweep_expired_leases
 from tests.conftest import scope_of
-from tests.tess_site.children import VENV_BIN, Child, child_env, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, wait_until, worker_answers
 
 from .conftest import output_of, pump_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 LEASE_SECONDS = 5
-
-
-def _answers(node: str) -> bool:
-    return any(node in reply for reply in app.control.ping(destination=[node], timeout=0.5) or [])
 
 
 @pytest.fixture
@@ -82,7 +78,7 @@ def start_worker(start_child: Callable[..., Child], queue: str, tmux, tmp_path: 
             ],
             env,
         )
-        if not wait_until(lambda: not child.alive() or _answers(node), timeout=60, interval=0.5):
+        if not wait_until(lambda: not child.alive() or worker_answers(app, node), timeout=60, interval=0.5):
             pytest.fail(f"the worker did not answer:\n{child.output()}")
         assert child.alive(), child.output()
         return child

@@ -7,6 +7,7 @@ A child process cannot see the test's open transaction, so those tests use
 from __future__ import annotations
 
 import ctypes
+import http.client
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
@@ -57,6 +59,23 @@ def child_env(**extra: str) -> dict[str, str]:
         env.pop("REDIS_URL", None)
     env.update(extra)
     return env
+
+
+def serves_healthz(port: int, *, timeout: float = 1.0) -> bool:
+    """A child ASGI server on ``port`` answers ``GET /healthz`` with 200."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+def worker_answers(app: Any, node: str) -> bool:
+    """A child Celery worker named ``node`` answers a control ping."""
+    return any(node in reply for reply in app.control.ping(destination=[node], timeout=0.5) or [])
 
 
 def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.1) -> bool:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import http.client
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from .children import VENV_BIN, Child, child_env, free_port, wait_until
+from .children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +27,6 @@ def start_child(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[.
             child.stop()
 
 
-def _answers(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-    try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
-
-
 @dataclass(frozen=True)
 class Daphne:
     child: Child
@@ -55,7 +43,7 @@ def daphne(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(),
     )
-    if not wait_until(lambda: not child.alive() or _answers(port), timeout=30):
+    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30):
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     if not child.alive():
         pytest.fail(f"daphne exited:\n{child.output()}")

@@ -25,7 +25,7 @@ from tess_site.leases import LeaseState, claim, new_worker_id
 from tess_site.tasks import enqueue_on_commit, sweep_expired_leases
 from tests.testapp.models import Chore
 
-from .children import VENV_BIN, Child, child_env, wait_until
+from .children import VENV_BIN, Child, child_env, wait_until, worker_answers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -49,10 +49,6 @@ class Worker:
         stats = app.control.inspect(destination=[self.node], timeout=5).stats() or {}
         assert self.node in stats, f"the worker did not answer:\n{self.child.output()}"
         return int(stats[self.node].get("total", {}).get(task_name, 0))
-
-
-def _answers(node: str) -> bool:
-    return any(node in reply for reply in app.control.ping(destination=[node], timeout=0.5) or [])
 
 
 def _forget_queue(queue: str) -> None:
@@ -91,7 +87,9 @@ def worker(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator
         child_env(),
     )
     try:
-        if not wait_until(lambda: not child.alive() or _answers(node), timeout=WORKER_START_SECONDS, interval=0.5):
+        if not wait_until(
+            lambda: not child.alive() or worker_answers(app, node), timeout=WORKER_START_SECONDS, interval=0.5
+        ):
             pytest.fail(f"the worker did not answer within {WORKER_START_SECONDS}s:\n{child.output()}")
         if not child.alive():
             pytest.fail(f"the worker exited:\n{child.output()}")

@@ -25,7 +25,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect
 
 from tess_site.celery import app
-from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, wait_until
+from tests.tess_site.children import (
+    ROOT,
+    VENV_BIN,
+    Child,
+    child_env,
+    free_port,
+    serves_healthz,
+    wait_until,
+    worker_answers,
+)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 SWEEPER = "tess_site.tasks.sweep_expired_leases"
@@ -94,21 +103,6 @@ class Cluster:
     daphne: Child
 
 
-def _worker_answers(node: str) -> bool:
-    return any(node in reply for reply in app.control.ping(destination=[node], timeout=0.5) or [])
-
-
-def _server_answers(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-    try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
 def cluster(
     django_db_setup: None, start_child: Callable[..., Child], tmp_path_factory: pytest.TempPathFactory
@@ -143,9 +137,9 @@ def cluster(
         child_env(PROMETHEUS_MULTIPROC_DIR=shared),
     )
     try:
-        if not wait_until(lambda: not worker.alive() or _worker_answers(node), timeout=60, interval=0.5):
+        if not wait_until(lambda: not worker.alive() or worker_answers(app, node), timeout=60, interval=0.5):
             pytest.fail(f"the worker did not answer:\n{worker.output()}")
-        if not wait_until(lambda: not daphne.alive() or _server_answers(port), timeout=30):
+        if not wait_until(lambda: not daphne.alive() or serves_healthz(port), timeout=30):
             pytest.fail(f"daphne did not answer:\n{daphne.output()}")
         yield Cluster(server=f"127.0.0.1:{port}", queue=queue, worker=worker, daphne=daphne)
     finally:
