@@ -412,9 +412,10 @@ def test_a_dropped_database_connection_gives_a_typed_503_and_the_nodes_recover_w
 
     locker = _held_session_row(session_id)
     answers: list[httpx.Response] = []
+    key = idem()
     turn = threading.Thread(
         target=lambda: answers.append(
-            api(a, token).post(f"/api/v1/sessions/{session_id}/turns/", json={"text": "hello"}, headers=idem())
+            api(a, token).post(f"/api/v1/sessions/{session_id}/turns/", json={"text": "hello"}, headers=key)
         )
     )
     try:
@@ -426,6 +427,14 @@ def test_a_dropped_database_connection_gives_a_typed_503_and_the_nodes_recover_w
         locker.close()
     (answer,) = answers
     _assert_typed_503(answer)
+    # The failed request left nothing behind: its idempotency record rolled back with it, so the client's
+    # retry with the same key is handled now (not 409 in flight), on the other node too, exactly once.
+    with api(b, token) as http:
+        retried = http.post(f"/api/v1/sessions/{session_id}/turns/", json={"text": "hello"}, headers=key)
+        assert retried.status_code == 200, json_of(retried)
+        again = http.post(f"/api/v1/sessions/{session_id}/turns/", json={"text": "hello"}, headers=key)
+        assert again.status_code == 200 and again.headers.get("Idempotency-Replayed") == "true"
+        assert again.json() == retried.json()
 
     # Drops while a mixed load runs on both nodes: each answer is a success or a typed 503, never a 500.
     statuses: list[httpx.Response] = []
