@@ -181,7 +181,7 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
 
     (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
     command = _command(start, env)
-    assert command[0] == str(VENV_BIN / "daphne")
+    assert Path(command[0]).resolve() == (VENV_BIN / "daphne").resolve()
     child = start_child("tess-web", command, env)
 
     def get(path: str, **headers: str) -> tuple[int, bytes]:
