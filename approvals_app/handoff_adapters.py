@@ -3,7 +3,8 @@
 - ``redis``: ``XADD`` to ``TESS_MOS_HANDOFF_STREAM`` (``mos:handoffs``); Mos appends results to
   ``TESS_MOS_RESULT_STREAM`` (``mos:results``), read back through the consumer group ``TESS_MOS_RESULT_GROUP``
   (an entry is acknowledged only after its result is committed; a dead reader's entries are claimed again).
-- ``webhook``: ``POST TESS_MOS_WEBHOOK_URL`` with ``X-Tess-Signature: sha256=<HMAC-SHA256 of the body>``;
+- ``webhook``: ``POST TESS_MOS_WEBHOOK_URL`` with ``X-Tess-Signature: sha256=<HMAC-SHA256 of the body>``
+  (the body names the sending gateway, ``instance``, so the signature covers it);
   Mos posts results to ``/api/v1/handoffs/<id>/result/`` signed the same way with the same secret.
 - ``none`` (the embedded default): no adapter; hand-offs are recorded and stay queued.
 
@@ -71,6 +72,8 @@ class Envelope:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            # Which Tess gateway sent it (TESS_INSTANCE_ID): inside the body, so the signature covers it.
+            "instance": settings.TESS_INSTANCE_ID or None,
             "id": self.id,
             "correlation_id": self.correlation_id,
             "tenant": self.tenant,

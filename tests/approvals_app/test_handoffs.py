@@ -199,7 +199,10 @@ def post_result(handoff_id: object, payload: dict[str, Any], signature: str | No
     )
 
 
-def test_the_webhook_adapter_posts_a_signed_body(cast, session, receiver, django_capture_on_commit_callbacks):
+def test_the_webhook_adapter_posts_a_signed_body_naming_the_gateway(
+    cast, session, receiver, settings, django_capture_on_commit_callbacks
+):
+    settings.TESS_INSTANCE_ID = "tess-eu-1"
     with django_capture_on_commit_callbacks(execute=True):
         handoff = create(cast, session)
     assert len(receiver.received) == 1
@@ -207,6 +210,7 @@ def test_the_webhook_adapter_posts_a_signed_body(cast, session, receiver, django
     assert signature == sign(SECRET, body)
     sent = json.loads(body)
     assert sent["id"] == str(handoff.pk) and sent["result_path"] == f"/api/v1/handoffs/{handoff.pk}/result/"
+    assert sent["instance"] == "tess-eu-1"
     handoff.refresh_from_db()
     assert (handoff.status, handoff.state) == ("dispatched", LeaseState.DONE)
 
