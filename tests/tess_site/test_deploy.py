@@ -155,11 +155,10 @@ def _command(line: str, env: dict[str, str]) -> list[str]:
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.redis  # production requires Redis
 def test_the_web_unit_with_the_template_starts_under_production_settings_and_serves(
     tmp_path, start_child: Callable[..., Child]
 ):
-    if not settings.REDIS_URL:
-        pytest.skip("needs REDIS_URL: production requires Redis")
     port = free_port()
     # The optional-credentials example hands over a Discord bot token, so Discord is on: its two public values.
     discord = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from tests.tess_site.children import ROOT, child_env, free_port
@@ -34,9 +33,8 @@ def _lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return {line.split()[1].rstrip(":"): line.split()[0] for line in result.stdout.splitlines() if line.strip()}
 
 
+@pytest.mark.redis
 def test_it_passes_when_everything_answers(tmp_path):
-    if not settings.REDIS_URL:
-        pytest.skip("needs REDIS_URL")
     result = _preflight(PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert _lines(result) == {"database": "ok", "migrations": "ok", "redis": "ok", "metrics": "ok"}
