@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from tess_site.rows import hot_cursor
 from tess_site.scope import Scope
 
 from .audit import GENESIS, chain_hash, check_metadata
@@ -103,7 +104,7 @@ _APPEND = f"""
 def _lock_head(tenant: Tenant) -> tuple[int, str]:
     """The tenant chain's head, locked until the transaction ends; created on the tenant's first event."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        with hot_cursor() as cursor:
             cursor.execute(_LOCK_HEAD, [tenant.pk])
             row = cursor.fetchone()
         if row is not None:
@@ -119,7 +120,7 @@ def _append(event: AuditEvent) -> None:
         AuditChainHead.objects.filter(tenant_id=event.tenant_id).update(last_seq=event.seq, last_hash=event.hash)
         return
     metadata = AuditEvent._meta.get_field("metadata").get_db_prep_save(event.metadata, connection)
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(
             _APPEND,
             [

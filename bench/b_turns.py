@@ -3,6 +3,10 @@ operator memory served and 8 notes recalled, server side through the whole Djang
 idempotency record, turn.in/turn.out events, recall, audit), beside ``GET /healthz`` measured in the same
 run. Target: turn p95 at most 10x the health p95. A third row sets the turn beside the cheapest idempotent,
 audited POST on the same session (``.../detach/``): the request stack a turn stands on, without the gateway.
+
+Two more rows show the floor any turn stands on, each beside the same health p95: the cheapest
+authenticated API request (``GET /api/v1/me/`` with the same token: token lookup, roles, one read, DRF),
+and one durable commit (a one-row INSERT and COMMIT, the write every turn must make before it answers).
 ``BENCH_TURN_SAMPLES`` sets the sample count.
 """
 
@@ -14,6 +18,7 @@ import uuid
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -89,12 +94,28 @@ def run() -> list[Row]:
         )
         assert response.status_code == 200, response.content
 
+    def me() -> None:
+        # The cheapest authenticated API request: what every turn pays before the gateway starts.
+        assert client.get("/api/v1/me/", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+    def durable_commit() -> None:
+        # One row written and committed (the write-ahead log flushed): what every turn pays to be durable.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("INSERT INTO bench_turns_commit (at) VALUES (now())")
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_turns_commit (id bigserial PRIMARY KEY, at timestamptz)")
     health = _timings(healthz, SAMPLES)
     turns = _timings(take_turn, SAMPLES)
     floor = _timings(detach, SAMPLES)
+    reads = _timings(me, SAMPLES)
+    commits = _timings(durable_commit, SAMPLES)
     name = f"turn (deterministic, {NOTES} notes recalled)"
+    health_p95 = percentile(health, 0.95)
     return [
         Row(f"{name} p50", "GET /healthz p50", percentile(health, 0.5), percentile(turns, 0.5)),
         Row(f"{name} p95", "GET /healthz p95", percentile(health, 0.95), percentile(turns, 0.95)),
         Row(f"{name} p95", "audited POST .../detach/ p95", percentile(floor, 0.95), percentile(turns, 0.95)),
+        Row("floor: GET /api/v1/me/ (token) p95", "GET /healthz p95", health_p95, percentile(reads, 0.95)),
+        Row("floor: one-row INSERT + COMMIT p95", "GET /healthz p95", health_p95, percentile(commits, 0.95)),
     ]

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from tess_site.rows import hot_cursor
 from tess_site.scope import Role, Scope
 
 from .errors import loud
@@ -98,10 +99,13 @@ class RecallRow:
     expires_at: object
 
 
+_MARK_USED_POSTGRES = "UPDATE memory_app_operatormemory SET last_used_at = %s WHERE id = ANY(%s::bigint[])"
+
+
 def _load(scope: Scope, now: datetime) -> tuple[bool, list[RecallRow]]:
     assert scope.actor is not None
     params = [scope.tenant.pk, scope.actor.pk, connection.ops.adapt_datetimefield_value(now)]
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(_RECALL_SQL, params)
         fetched = cursor.fetchall()
     enabled = bool(fetched[0][0])
@@ -109,12 +113,13 @@ def _load(scope: Scope, now: datetime) -> tuple[bool, list[RecallRow]]:
 
 
 def _mark_used(rows: list[RecallRow], now: datetime) -> None:
-    marks = ", ".join(["%s"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE memory_app_operatormemory SET last_used_at = %s WHERE id IN ({marks})",  # noqa: S608
-            [connection.ops.adapt_datetimefield_value(now), *(row.pk for row in rows)],
-        )
+    at, ids = connection.ops.adapt_datetimefield_value(now), [row.pk for row in rows]
+    with hot_cursor() as cursor:
+        if connection.vendor == "postgresql":  # one statement (so one prepared plan) for any number of rows
+            cursor.execute(_MARK_USED_POSTGRES, [at, ids])
+            return
+        marks = ", ".join(["%s"] * len(ids))
+        cursor.execute(f"UPDATE memory_app_operatormemory SET last_used_at = %s WHERE id IN ({marks})", [at, *ids])  # noqa: S608
 
 
 @loud

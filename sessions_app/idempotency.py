@@ -38,6 +38,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tess_site.errors import TessError, envelope
+from tess_site.rows import hot_cursor
 from tess_site.scope import Scope
 
 from .models import IdempotencyRecord, IdempotencyState
@@ -107,10 +108,11 @@ _COLUMNS = "tenant_id, actor_id, key, fingerprint, state, status_code, response_
 # One round trip: take the key's lock without waiting, and insert the record if the lock is ours and no
 # record exists (a committed one conflicts at once; an uncommitted one cannot exist while we hold the lock).
 _TAKE_POSTGRES = f"""
-    WITH lock AS (SELECT pg_try_advisory_xact_lock(%s) AS held),
+    WITH lock AS (SELECT pg_try_advisory_xact_lock(%s::bigint) AS held),
          taken AS (
              INSERT INTO {_TABLE} ({_COLUMNS})
-             SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM lock WHERE lock.held
+             SELECT %s::bigint, %s::bigint, %s::text, %s::text, %s::text, %s::int, %s::jsonb, %s::timestamptz
+               FROM lock WHERE lock.held
              ON CONFLICT (tenant_id, actor_id, key) DO NOTHING
              RETURNING id
          )
@@ -146,7 +148,7 @@ def _take(
         _BODY.get_db_prep_save(body, connection),
         timezone.now(),
     ]
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(_TAKE_POSTGRES, values)
         held, record_id = cursor.fetchone()
     return bool(held), record_id
@@ -180,7 +182,7 @@ _FINISH = f"UPDATE {_TABLE} SET state = %s, status_code = %s, response_body = %s
 
 
 def _finish(record_id: int, status_code: int, body: Any) -> None:
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(
             _FINISH, [IdempotencyState.DONE, status_code, _BODY.get_db_prep_save(body, connection), record_id]
         )

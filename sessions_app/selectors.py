@@ -79,7 +79,7 @@ def access_session_for_turn(*, scope: Scope, session_id: object) -> tuple[Sessio
         turns = SessionEvent.objects.filter(session=OuterRef("pk"), kind=EventKind.TURN_IN)
         found = Session.objects.annotate(had_turn=Exists(turns)).filter(tenant=scope.tenant, pk=pk).order_by().first()
         return _visible(scope, found, pk), bool(getattr(found, "had_turn", False))
-    with connection.cursor() as cursor:
+    with rows.hot_cursor() as cursor:
         cursor.execute(_TURN_SESSION, [EventKind.TURN_IN.value, scope.tenant.pk, pk])
         row = cursor.fetchone()
     session = rows.instance(Session, row[:-1]) if row is not None else None

@@ -32,6 +32,7 @@ from providers_app.contract import AttachMode as ProviderAttachMode
 from providers_app.registry import configured_instances, get_provider
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tess_site.leases import LeaseState, claim, complete, fail
+from tess_site.rows import hot_cursor
 from tess_site.scope import Channel, Role, Scope
 
 from . import events, selectors, stream
@@ -101,7 +102,7 @@ _APPEND_EVENTS = f"""
         RETURNING last_seq - %s AS before
     )
     INSERT INTO {SessionEvent._meta.db_table} (session_id, seq, kind, ts, body)
-    SELECT %s::uuid, head.before + item.n, item.event ->> 0, %s, item.event -> 1
+    SELECT %s::uuid, head.before + item.n, item.event ->> 0, %s::timestamptz, item.event -> 1
       FROM head, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS item(event, n)
     RETURNING id, seq
 """  # noqa: S608 (table names are the models')
@@ -110,7 +111,7 @@ _APPEND_EVENTS = f"""
 def _append_postgres(session_id: uuid.UUID, batch: list[tuple[stream.EventKind, Any]], now: Any) -> list[SessionEvent]:
     count = len(batch)
     items = _EVENT_BODY.get_db_prep_save([[str(kind), body] for kind, body in batch], connection)
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(_APPEND_EVENTS, [count, now, session_id, count, session_id, now, items])
         ids = {seq: pk for pk, seq in cursor.fetchall()}
     if not ids:

@@ -163,7 +163,7 @@ def _token_by_prefix(prefix: str) -> tuple[PersonalToken, frozenset[Role]] | Non
     if connection.vendor != "postgresql":
         token = PersonalToken.objects.select_related("user", "tenant").filter(prefix=prefix).first()
         return (token, roles_for(user=token.user, tenant=token.tenant)) if token is not None else None
-    with connection.cursor() as cursor:
+    with rows.hot_cursor() as cursor:
         cursor.execute(_token_sql(), [prefix])
         found = cursor.fetchall()
     if not found:

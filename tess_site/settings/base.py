@@ -85,6 +85,14 @@ if DATABASE_URL:
             DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
         )
     }
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Tess's hand-written hot statements (tess_site.rows.hot_cursor: token lookup, idempotency, turn
+        # reads and appends, audit) are prepared on a connection after this many runs, so PostgreSQL stops
+        # parsing and planning them on every request. The ORM keeps client-side binding and never prepares.
+        # ``off`` disables it (a pooler in transaction mode without prepared-statement support).
+        _off = (env_str("DB_PREPARE_THRESHOLD") or "").lower() == "off"
+        _prepare = None if _off else env_int("DB_PREPARE_THRESHOLD", 2, minimum=0)
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = _prepare
 else:
     DATABASES = {
         "default": {

@@ -324,26 +324,16 @@ def test_terminating_a_session_that_is_not_running_is_refused(cast, api_as, sess
     assert not Approval.objects.exists()
 
 
-def test_unreadable_memory_is_said_and_the_turn_is_still_answered(cast, api_as, session, monkeypatch):
+def test_unreadable_memory_is_said_and_the_turn_is_still_answered(cast, api_as, session):
     from django.db import connection
 
-    real_cursor = connection.cursor
+    def unreadable_memory(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "memory_app_memoryswitch" in sql:  # recall's read fails the way a broken table would
+            return execute("SELECT * FROM no_such_table_for_this_test", None, many, context)
+        return execute(sql, params, many, context)
 
-    def failing_cursor(*args: Any, **kwargs: Any) -> Any:
-        cursor = real_cursor(*args, **kwargs)
-        execute = cursor.execute
-
-        def guarded(sql: str, params: Any = None) -> Any:
-            if "memory_app_memoryswitch" in sql:
-                execute("SELECT * FROM no_such_table_for_this_test")
-            return execute(sql, params)
-
-        cursor.execute = guarded
-        return cursor
-
-    monkeypatch.setattr(connection, "cursor", failing_cursor)
-    response = turn(api_as(cast.owner), session, "hello")
-    monkeypatch.undo()
+    with connection.execute_wrapper(unreadable_memory):
+        response = turn(api_as(cast.owner), session, "hello")
     assert response.status_code == 200
     body = response.json()
     assert body["events"][1]["body"]["code"] == "memory_unavailable"

@@ -1,0 +1,107 @@
+"""Prepared hot statements (``tess_site.rows.hot_cursor``): PostgreSQL keeps the plans of the statements
+every turn makes, the ORM never prepares, and ``DB_PREPARE_THRESHOLD`` turns it off or is refused when bad."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from approvals_app.cards import card_confirm
+from memory_app.services import memory_propose
+from sessions_app.models import Session
+from tests.conftest import scope_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _prepared() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_turns_statements_are_prepared_on_the_connection_and_its_answers_stay_right(cast, api_as):
+    scope = scope_of(cast.owner, cast.acme)
+    for value in ("EVE_EVERYWHERE Phase 5", "answer in short lines"):
+        category = "standing_initiative" if "Phase" in value else "preferences"
+        card = memory_propose(scope, data={"op": "remember", "category": category, "value": value})
+        card_confirm(scope=scope, card_id=card.id)
+    session = Session.objects.create(
+        tenant=cast.acme, owner=cast.owner, title="work", provider_instance="nowhere", runtime_id="$prep"
+    )
+    client = api_as(cast.owner)
+    connection.connection.execute("DEALLOCATE ALL")  # whatever earlier tests left on this connection
+    assert _prepared() == []
+    bodies = []
+    for _ in range(3):  # the default threshold is 2: the third turn runs on prepared plans
+        response = client.post(
+            f"/api/v1/sessions/{session.pk}/turns/",
+            {"text": "what am I working on?"},
+            format="json",
+            headers={"Idempotency-Key": uuid.uuid4().hex},
+        )
+        assert response.status_code == 200, response.content
+        bodies.append(response.json())
+    prepared = "\n".join(_prepared())
+    for statement in (
+        "pg_try_advisory_xact_lock",  # the idempotency key
+        "UPDATE sessions_app_idempotencyrecord",  # the stored response
+        "UPDATE sessions_app_session SET last_seq",  # the events
+        "FROM memory_app_memoryswitch",  # recall
+        "UPDATE memory_app_operatormemory SET last_used_at",  # recall's last use
+        "FROM approvals_app_auditchainhead",  # the audit head
+        "INSERT INTO approvals_app_auditevent",  # the audit row
+    ):
+        assert statement in prepared, statement
+    for _ in range(3):
+        assert Session.objects.filter(pk=session.pk).count() == 1
+    assert '"sessions_app_session"' not in "\n".join(_prepared())  # the ORM binds on the client: never prepared
+    # Prepared or not, every turn is answered from the same notes and its events follow on.
+    assert all("standing initiative (from your notes): EVE_EVERYWHERE Phase 5" in body["reply"] for body in bodies)
+    assert [body["memory"]["recalled_count"] for body in bodies] == [2, 2, 2]
+    seqs = [event["seq"] for body in bodies for event in body["events"]]
+    assert seqs == list(range(seqs[0], seqs[0] + 6))
+
+
+def _database_options(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps(s.DATABASES['default'].get('OPTIONS', {})))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "DATABASE_URL", "DJANGO_"))}
+    full = {**clean, "DJANGO_SETTINGS_MODULE": "tess_site.settings.dev", **env}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 2), ("", 2), ("0", 0), ("7", 7), ("off", None), ("OFF", None)])
+def test_the_threshold_comes_from_db_prepare_threshold_and_off_turns_it_off(raw, expected):
+    env = {"DATABASE_URL": "postgres://tess@127.0.0.1:5432/tess"}
+    if raw is not None:
+        env["DB_PREPARE_THRESHOLD"] = raw
+    result = _database_options(env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1])["prepare_threshold"] == expected
+
+
+@pytest.mark.parametrize("raw", ["two", "-1"])
+def test_a_bad_threshold_is_refused_at_start_naming_the_variable(raw):
+    result = _database_options({"DATABASE_URL": "postgres://tess@127.0.0.1:5432/tess", "DB_PREPARE_THRESHOLD": raw})
+    assert result.returncode != 0
+    assert "DB_PREPARE_THRESHOLD" in result.stderr
+
+
+def test_sqlite_has_no_threshold():
+    result = _database_options({})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "prepare_threshold" not in json.loads(result.stdout.strip().splitlines()[-1])
