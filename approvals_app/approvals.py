@@ -27,7 +27,7 @@ from rest_framework import status
 
 from tess_site.accounts.models import Membership
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound, TessError
-from tess_site.scope import Role, Scope
+from tess_site.scope import Channel, Role, Scope
 
 from .events import notify_user_on_commit
 from .models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings
@@ -306,6 +306,8 @@ def link_check(link: ApprovalLink, *, user_id: int, now: Any = None) -> None:
     if link.approver_id != user_id:
         raise ApprovalLinkNotYours()
     approval = link.approval
+    if approval.status == Approval.Status.EXPIRED:  # written as expired by the sweep: still 410, not 409
+        raise ApprovalExpired()
     if link.used_at is not None or approval.status != Approval.Status.PENDING:
         raise ApprovalAlreadyDecided(details={"status": display_status(approval, moment)})
     if approval.expires_at <= moment:
@@ -362,7 +364,7 @@ def approval_decide(scope: Scope, *, token: str, approve: bool, reason: str = ""
         )
         if changed != 1:
             current = Approval.objects.get(pk=approval_id)
-            if current.status == Approval.Status.PENDING:
+            if current.status in (Approval.Status.PENDING, Approval.Status.EXPIRED):
                 raise ApprovalExpired()
             raise ApprovalAlreadyDecided(details={"status": display_status(current, now)})
         approval = Approval.objects.get(pk=approval_id)
@@ -384,6 +386,58 @@ def approval_decide(scope: Scope, *, token: str, approve: bool, reason: str = ""
         _notify(approval, extra_user_ids=other_approvers)
         _observe(approval)
     return approval
+
+
+# --- expiry ----------------------------------------------------------------------------------------------
+
+EXPIRY_BATCH = 500
+
+
+def approvals_expire_lapsed(*, now: Any = None) -> int:
+    """Write requests still pending past their expiry as ``expired``; returns how many (periodic).
+
+    A lapsed request already reads ``expired`` everywhere (``display_status``) and can no longer be decided;
+    this makes the lapse a recorded step like a decision: the row's status, an ``approval.expired`` row in
+    the tenant's audit chain, and the same notices a decision gives (the
+    requester's and the approvers' drawers, the session's stream through the observers). Each request is its
+    own conditional UPDATE from ``pending``, so a decision racing the sweep lands at most one of the two.
+    """
+    moment = now or timezone.now()
+    lapsed = list(
+        Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=moment)
+        .order_by("expires_at")
+        .values_list("pk", flat=True)[:EXPIRY_BATCH]
+    )
+    written = 0
+    for approval_id in lapsed:
+        with transaction.atomic():
+            changed = Approval.objects.filter(
+                pk=approval_id, status=Approval.Status.PENDING, expires_at__lte=moment
+            ).update(status=Approval.Status.EXPIRED)
+            if changed != 1:  # decided (or swept by another worker) in the meantime
+                continue
+            approval = Approval.objects.select_related("tenant").get(pk=approval_id)
+            # A system entry under the request's own correlation id: nobody decided.
+            scope = Scope(
+                tenant=approval.tenant,
+                actor=None,
+                channel=Channel.SYSTEM,
+                correlation_id=approval.correlation_id or "-",
+                session=approval.session_id,
+            )
+            record_audit(
+                scope,
+                action="approval.expired",
+                target_type=approval.target_type,
+                target_id=approval.target_id,
+                outcome="expired",
+                metadata={"approval_id": str(approval.id), "session_id": approval.session_id},
+            )
+            approvers = list(ApprovalLink.objects.filter(approval_id=approval_id).values_list("approver_id", flat=True))
+            _notify(approval, extra_user_ids=approvers)
+            _observe(approval)
+            written += 1
+    return written
 
 
 # --- executing -------------------------------------------------------------------------------------------

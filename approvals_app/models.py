@@ -6,6 +6,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from tess_site.accounts.models import Tenant
@@ -161,6 +162,8 @@ class Approval(models.Model):
         indexes = [
             models.Index(fields=["tenant", "requester", "-created_at"], name="approval_requester_recent"),
             models.Index(fields=["tenant", "status", "expires_at"], name="approval_status_expiry"),
+            # The expiry sweep and the pending gauge read pending requests across tenants by expiry.
+            models.Index(fields=["expires_at"], condition=Q(status="pending"), name="approval_pending_expiry"),
         ]
 
     def __str__(self) -> str:

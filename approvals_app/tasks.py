@@ -15,6 +15,14 @@ def execute_approval(item_id: int) -> bool:
     return execution_run(item_id=item_id, worker=new_worker_id())
 
 
+@shared_task(name="approvals_app.tasks.expire_lapsed_approvals", ignore_result=True)
+def expire_lapsed_approvals() -> int:
+    """Periodic: write requests left pending past their expiry as expired, audited and announced."""
+    from .approvals import approvals_expire_lapsed
+
+    return approvals_expire_lapsed()
+
+
 @shared_task(name="approvals_app.tasks.requeue_due_executions", ignore_result=True)
 def requeue_due_executions() -> int:
     """Periodic: wake execution items that are due again after a transient failure."""

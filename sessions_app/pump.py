@@ -70,6 +70,7 @@ def pump_once() -> int:
 
 
 def housekeeping() -> None:
+    from approvals_app.approvals import approvals_expire_lapsed
     from tess_site.tasks import sweep_expired_leases
 
     from . import services
@@ -77,6 +78,7 @@ def housekeeping() -> None:
 
     sweep_expired_leases()
     services.inbox_requeue_due()
+    approvals_expire_lapsed()
     idempotency_purge()
 
 

@@ -338,6 +338,10 @@ CELERY_BEAT_SCHEDULE["approvals-requeue-due"] = {
     "task": "approvals_app.tasks.requeue_due_executions",
     "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
 }
+CELERY_BEAT_SCHEDULE["approvals-expire-lapsed"] = {
+    "task": "approvals_app.tasks.expire_lapsed_approvals",
+    "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
+}
 
 # --- gateway identity (issue 10) -----------------------------------------------------------------------
 # Who this Tess is to its peers: TESS_INSTANCE_ID names it, TESS_GATEWAY_SIGNING_KEY signs its outgoing

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
+from approvals_app.approvals import approvals_expire_lapsed
 from approvals_app.cards import card_confirm
 from approvals_app.models import Approval, AuditEvent, Card, Handoff
 from memory_app.models import OperatorMemory
@@ -141,6 +144,24 @@ def test_asking_to_terminate_requests_an_approval_and_changes_nothing_yet(cast, 
     session.refresh_from_db()
     assert session.status == "running"
     assert "approval" in [e["kind"] for e in body["events"]]
+
+
+def test_a_terminate_request_that_lapses_says_expired_in_the_stream_and_a_new_ask_makes_a_new_one(
+    cast, api_as, session
+):
+    client = api_as(cast.owner)
+    first = turn(client, session, "please terminate this session").json()["approvals"][0]["id"]
+    Approval.objects.filter(pk=first).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert approvals_expire_lapsed() == 1
+    stream = client.get(f"/api/v1/sessions/{session.pk}/events/").json()["events"]
+    assert [(e["body"]["id"], e["body"]["status"]) for e in stream if e["kind"] == "approval"] == [
+        (first, "pending"),
+        (first, "expired"),
+    ]
+    second = turn(client, session, "please terminate this session").json()["approvals"][0]["id"]
+    assert second != first and Approval.objects.get(pk=second).status == "pending"
+    session.refresh_from_db()
+    assert session.status == "running"
 
 
 def test_a_grantee_who_does_not_own_the_session_cannot_ask_to_terminate_it(cast, api_as, session):
