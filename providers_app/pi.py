@@ -12,6 +12,9 @@ Configuration (one entry of ``settings.TESS_RUNTIME_PROVIDERS``)::
 - ``executable``: the pi command (a string or a list). Without one, sending, steering and aborting fail
   closed (``CapabilityUnsupported``) and only the read-only attachment is offered.
 - ``timeout``: seconds to wait for an RPC response; ``cwd``: the RPC process's directory.
+- ``idle_seconds`` (600): an RPC process that has had no command from Tess and written no event for this
+  long is stopped the next time the instance starts or reuses a process or reports its health, unless pi
+  says its agent is still working (``get_state``); the next send starts a new one. 0 keeps them all.
 - ``env``: variables set for the RPC process; ``env_passthrough``: names of Tess's own variables it may
   inherit (e.g. the model provider's key). Beyond those it inherits only PATH, HOME, LANG, LC_ALL,
   TMPDIR and USER, so Tess's database URL or secret key never reach an agent.
@@ -25,7 +28,8 @@ sources, never truth about other agents: nothing here acts on what a file claims
 Not offered: ``terminate`` and ``start_session`` (a session file is not a process Tess may end; pi writes a
 new session's file only after its first answer) — both raise ``CapabilityUnsupported``. The status of a
 listed session is ``running`` while this process holds an RPC connection to it, ``unknown`` otherwise.
-RPC processes live in the process that sent (one per session), until ``close()`` or until pi exits.
+RPC processes live in the process that sent (one per session), until they are idle for ``idle_seconds``,
+``close()``, or pi exits.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,7 @@ from .contract import (
     AttachMode,
     Capabilities,
     Operation,
+    ProviderError,
     ProviderHealth,
     RuntimeNode,
     RuntimeNotFound,
@@ -88,6 +94,12 @@ class PiProvider(AgentRuntimeProvider):
         self.root = (Path(settings.VAR_DIR) / "pi" / Path(directory).expanduser()).absolute()
         self.executable = _argv(config.get("executable"), name)
         self.timeout = float(config.get("timeout", 10.0))
+        try:
+            self.idle_seconds = float(config.get("idle_seconds", 600))
+        except (TypeError, ValueError):
+            self.idle_seconds = -1.0
+        if self.idle_seconds < 0:
+            raise ImproperlyConfigured(f"TESS_RUNTIME_PROVIDERS[{name!r}]['idle_seconds'] must be 0 or more seconds.")
         self.cwd = str(config["cwd"]) if config.get("cwd") else None
         extra_env = config.get("env") or {}
         if not isinstance(extra_env, dict):
@@ -124,6 +136,7 @@ class PiProvider(AgentRuntimeProvider):
         files = self._session_files()
         latest = max((summary.mtime for _, summary in files), default=None)
         with self._lock:
+            self._reap_idle()
             live = sum(process.alive() for process in self._processes.values())
         detail |= {
             "sessions": len(files),
@@ -282,6 +295,7 @@ class PiProvider(AgentRuntimeProvider):
     def _process_for(self, ref: RuntimeRef) -> RpcProcess:
         path = self._path_of(ref)
         with self._lock:
+            self._reap_idle(keep=ref.runtime_id)
             process = self._processes.get(ref.runtime_id)
             if process is not None and process.alive():
                 return process
@@ -297,3 +311,26 @@ class PiProvider(AgentRuntimeProvider):
             self._processes[ref.runtime_id] = process
         logger.info("pi %s: started an RPC process for %s", self.name, ref.runtime_id)
         return process
+
+    def _reap_idle(self, *, keep: str | None = None) -> int:
+        """Stop RPC processes idle for ``idle_seconds`` whose agent is not working; call with the lock held
+        (so no send can start a second process on the same session meanwhile). Returns how many stopped."""
+        if not self.idle_seconds:
+            return 0
+        now, stopped = time.monotonic(), 0
+        for runtime_id, process in list(self._processes.items()):
+            if runtime_id == keep or (process.alive() and process.idle_for(now) < self.idle_seconds):
+                continue
+            if process.alive():
+                try:
+                    working = bool(process.command({"type": "get_state"}).get("isStreaming"))
+                except ProviderError:
+                    working = False  # it does not answer: nothing to keep it for
+                if working:
+                    process.last_used_at = now  # ask again after another idle period, not on every call
+                    continue
+            del self._processes[runtime_id]
+            process.close()
+            stopped += 1
+            logger.info("pi %s: stopped the idle RPC process of %s", self.name, runtime_id)
+        return stopped

@@ -37,6 +37,7 @@ class RpcProcess:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self.last_event_at: float | None = None
+        self.last_used_at = time.monotonic()  # the last command Tess sent (or the start)
         try:
             # The argv is the instance's configuration, never a client's.
             self.process = subprocess.Popen(  # noqa: S603
@@ -54,6 +55,10 @@ class RpcProcess:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since Tess last sent a command or pi last wrote an event."""
+        return now - max(self.last_used_at, self.last_event_at or 0.0)
 
     def _read(self) -> None:
         stdout = self.process.stdout
@@ -91,6 +96,7 @@ class RpcProcess:
     def request(self, command: dict[str, Any]) -> dict[str, Any]:
         """Send one command and wait for its response; ``ProviderUnavailable`` if none comes in time."""
         request_id = f"tess-{next(self._ids)}"
+        self.last_used_at = time.monotonic()
         event, box = threading.Event(), list[dict[str, Any]]()
         with self._lock:
             self._waiting[request_id] = (event, box)

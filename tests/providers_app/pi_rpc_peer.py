@@ -80,6 +80,8 @@ while True:
                 handle.write(b"abort\n")
             respond(command)
         elif kind == "get_state":
-            respond(command, data={"sessionId": header_id(), "sessionFile": session_file, "isStreaming": False})
+            # PI_PEER_STREAMING=1 plays an agent still working on a turn.
+            streaming = os.environ.get("PI_PEER_STREAMING") == "1"
+            respond(command, data={"sessionId": header_id(), "sessionFile": session_file, "isStreaming": streaming})
         else:
             respond(command, success=False, error=f"Unknown command: {kind}")

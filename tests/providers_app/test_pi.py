@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from providers_app.contract import (
     AttachMode,
@@ -320,6 +321,57 @@ def test_an_rpc_process_that_dies_is_started_again_on_the_next_send(pi_rpc: PiRp
     pi_rpc.provider.send_message(ref, "two", "key-2", system_scope)
 
     assert pi_rpc.received(ref) == "one\ntwo\n"
+
+
+def _idle(provider: PiProvider, ref: RuntimeRef, seconds: float = 3600) -> RpcProcess:
+    """Make ``ref``'s RPC process look as if nothing happened on it for ``seconds``."""
+    process = provider._processes[ref.runtime_id]
+    process.last_used_at -= seconds
+    process.last_event_at = None
+    return process
+
+
+def test_an_idle_rpc_process_is_stopped_and_the_next_send_starts_a_new_one(tmp_path: Path, system_scope: Scope) -> None:
+    harness = PiRpcHarness(tmp_path, "idle", idle_seconds=60)
+    try:
+        alpha, beta = harness.start(system_scope, "alpha"), harness.start(system_scope, "beta")
+        harness.provider.send_message(alpha, "one", "key-1", system_scope)
+        harness.provider.send_message(beta, "busy", "key-2", system_scope)
+        idle = _idle(harness.provider, alpha)
+        assert harness.provider.health().detail["rpc_processes"] == 1  # alpha stopped, beta kept
+        assert not idle.alive() and alpha.runtime_id not in harness.provider._processes
+        harness.provider.send_message(alpha, "two", "key-3", system_scope)  # a new process, nothing lost
+        assert harness.received(alpha) == "one\ntwo\n"
+        assert harness.provider.health().detail["rpc_processes"] == 2
+    finally:
+        harness.close()
+
+
+def test_an_idle_process_whose_agent_is_still_working_is_kept(tmp_path: Path, system_scope: Scope) -> None:
+    harness = PiRpcHarness(tmp_path, "busy", idle_seconds=60, env={"PI_PEER_STREAMING": "1"})
+    try:
+        alpha = harness.start(system_scope, "alpha")
+        harness.provider.send_message(alpha, "a long task", "key-1", system_scope)
+        process = _idle(harness.provider, alpha)
+        assert harness.provider.health().detail["rpc_processes"] == 1
+        assert process.alive() and harness.provider._processes[alpha.runtime_id] is process
+        assert process.idle_for(process.last_used_at) == 0  # asked now: not asked again until idle again
+    finally:
+        harness.close()
+
+
+def test_idle_seconds_zero_keeps_every_process_and_a_bad_value_is_refused(tmp_path: Path, system_scope: Scope) -> None:
+    harness = PiRpcHarness(tmp_path, "keep", idle_seconds=0)
+    try:
+        alpha = harness.start(system_scope, "alpha")
+        harness.provider.send_message(alpha, "one", "key-1", system_scope)
+        process = _idle(harness.provider, alpha, seconds=10**6)
+        assert harness.provider.health().detail["rpc_processes"] == 1 and process.alive()
+    finally:
+        harness.close()
+    for bad in (-1, "soon"):
+        with pytest.raises(ImproperlyConfigured, match="idle_seconds"):
+            PiProvider(name="bad", config={"kind": "pi", "sessions_dir": str(tmp_path), "idle_seconds": bad})
 
 
 def test_an_rpc_process_inherits_only_what_it_is_given_of_tess_s_environment(
