@@ -10,6 +10,9 @@ sweeper re-queues the item and another worker finishes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 
 from django.conf import settings
@@ -28,6 +31,40 @@ logger = logging.getLogger(__name__)
 
 class LeaseLost(Exception):
     """The lease expired and the item was handed on before this worker could record its result."""
+
+
+_UNDO: ContextVar[list[Callable[[], None]] | None] = ContextVar("tess_execution_undo", default=None)
+
+
+def undo_on_failure(undo: Callable[[], None]) -> None:
+    """For executors: run ``undo`` if this execution does not commit after all.
+
+    An effect outside the database (a process started, a runtime created) does not roll back with the
+    execution's transaction. Register its undoing right after making it: if a later step fails, the lease
+    turns out lost, or the commit fails, ``undo`` runs (newest first, each failure logged), so a retried
+    execution does not leave a second, orphaned effect behind.
+    """
+    pending = _UNDO.get()
+    if pending is None:
+        raise RuntimeError("undo_on_failure belongs inside an executor run by execution_run")
+    pending.append(undo)
+
+
+@contextmanager
+def _undone_unless_committed() -> Iterator[None]:
+    pending: list[Callable[[], None]] = []
+    token = _UNDO.set(pending)
+    try:
+        yield
+    except BaseException:
+        for undo in reversed(pending):
+            try:
+                undo()
+            except Exception:
+                logger.exception("undoing an effect of a failed execution failed")
+        raise
+    finally:
+        _UNDO.reset(token)
 
 
 def queue_execution(approval: Approval) -> ApprovalExecution:
@@ -83,7 +120,8 @@ def execution_run(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
         return False
     scope = _system_scope(approval)
     try:
-        with transaction.atomic():
+        # The commit happens when the atomic block exits, inside the undo guard: a failed commit undoes too.
+        with _undone_unless_committed(), transaction.atomic():
             result = executor(scope, approval)
             if not complete(item, worker=worker):
                 raise LeaseLost(f"approval execution {item.pk}: lease lost after executing")

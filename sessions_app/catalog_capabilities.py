@@ -18,11 +18,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from approvals_app.approvals import ApprovalNotUsable, approval_consume, register_action_executor
+from approvals_app.executions import undo_on_failure
 from approvals_app.models import Approval
 from approvals_app.services import record_audit
 from providers_app.bootstrap import bootstrap_command
 from providers_app.capabilities import CapabilityName, capability, register_capability_operation
 from providers_app.diagnostics import OPEN_STATES, bounded_reads, capped_count
+from providers_app.registry import get_provider
 from tess_site.accounts.models import ExternalIdentity
 from tess_site.accounts.selectors import roles_for
 from tess_site.errors import Forbidden, InvalidInput
@@ -134,6 +136,8 @@ def execute_bootstrap(scope: Scope, approval: Approval) -> dict[str, Any]:
         raise Forbidden("The requester is no longer an operator here; nothing was started.")
     start = capability(CapabilityName.RUNTIME_BOOTSTRAP, instance=command["provider"]).operation("start")
     runtime = start(scope, title=str(params.get("title") or approval.target_id), argv=command["argv"])
+    # Started outside the database: stopped again if this execution does not commit (its retry starts anew).
+    undo_on_failure(lambda: get_provider(runtime.ref.instance).terminate(runtime.ref, str(approval.pk), scope))
     session = services.session_bind_started(
         scope=scope, owner=requester, runtime=runtime, title=str(params.get("title") or approval.target_id)
     )

@@ -77,6 +77,56 @@ def test_bootstrap_starts_the_configured_command_in_tmux_only_after_approval(
     assert "bootstrapped-42" in output_of(session)
 
 
+def test_a_started_runtime_is_stopped_again_when_its_execution_does_not_commit(
+    emails: Cast,
+    api_as: Any,
+    browser_as: Any,
+    commands: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from sessions_app import services
+    from tess_site.errors import Conflict
+
+    def bind_fails(**_: Any) -> Session:
+        assert len(runtimes(commands)) == 1  # the runtime is up when binding it fails
+        raise Conflict("That runtime session is already bound to a Tess session.")
+
+    monkeypatch.setattr(services, "session_bind_started", bind_fails)
+    capture = django_capture_on_commit_callbacks
+    asked = invoke(api_as(emails.owner), "bootstrap.start", {"command": "greeter", "title": "boot"}, capture)
+    assert approve(browser_as(emails.approver), "approver@example.test", capture).status_code == 200
+    assert runtimes(commands) == [] and not Session.objects.exists()  # stopped again, nothing bound
+    approval = Approval.objects.get(pk=asked.json()["approval"]["id"])
+    assert approval.execution == "failed" and approval.result == {"error": {"code": "conflict"}}
+
+
+def test_a_runtime_started_by_a_worker_that_lost_its_lease_is_stopped_before_the_retry(
+    emails: Cast, api_as: Any, browser_as: Any, commands: Any, django_capture_on_commit_callbacks: Any
+):
+    from approvals_app import executions
+    from approvals_app.models import ApprovalExecution
+    from tess_site.leases import LeaseState
+
+    capture = django_capture_on_commit_callbacks
+    invoke(api_as(emails.owner), "bootstrap.start", {"command": "greeter", "title": "boot"}, capture)
+    decided_only = lambda execute: capture(execute=False)  # noqa: E731 (decided; its task is not run here)
+    assert approve(browser_as(emails.approver), "approver@example.test", decided_only).status_code == 200
+    item = ApprovalExecution.objects.get()
+    real_complete = executions.complete
+    executions.complete = lambda *args, **kwargs: False  # the sweeper gave the lease away meanwhile
+    try:
+        with pytest.raises(executions.LeaseLost):
+            executions.execution_run(item_id=item.pk, worker="slow-worker")
+    finally:
+        executions.complete = real_complete
+    assert runtimes(commands) == [] and not Session.objects.exists()
+    ApprovalExecution.objects.filter(pk=item.pk).update(state=LeaseState.PENDING)  # as the sweeper does
+    assert executions.execution_run(item_id=item.pk, worker="next-worker") is True
+    session = Session.objects.get()
+    assert runtimes(commands) == [session.runtime_id]  # exactly one runtime, and it is bound
+
+
 def test_a_command_name_not_configured_for_the_tenant_is_404(
     cast: Cast, api_as: Any, commands: Any, django_capture_on_commit_callbacks: Any
 ):
