@@ -31,6 +31,7 @@ while someone else's ``pipe-pane`` occupies it (a pane has one pipe). Logs are k
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -120,6 +121,17 @@ def _command_args(command: Any, instance: str) -> list[str]:
         # tmux would read a trailing ";" as the end of its own command.
         raise ImproperlyConfigured(f"TESS_RUNTIME_PROVIDERS[{instance!r}]['command'] must not end with ';'.")
     return list(parts)
+
+
+def _sent_marker(idempotency_key: str) -> str:
+    """The session option that says the message with ``idempotency_key`` was typed (a digest: any key fits)."""
+    return "@tess-sent-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+
+
+def _literal(text: str) -> str:
+    """``text`` as one tmux argument that stays literal: tmux ends a command at an argument ending in ``;``
+    (dropping it) and turns a final ``\\;`` into ``;``, so a final ``;`` is sent as ``\\;``."""
+    return text[:-1] + "\\;" if text.endswith(";") else text
 
 
 class TmuxProvider(AgentRuntimeProvider):
@@ -256,17 +268,27 @@ class TmuxProvider(AgentRuntimeProvider):
     # --- actions -------------------------------------------------------------------------------------
 
     def send_message(self, ref: RuntimeRef, message: str, idempotency_key: str, scope: Scope) -> SendResult:
-        """Type ``message`` literally into the session's active pane, then Enter.
+        """Type ``message`` literally into the session's active pane, then Enter: once per key.
 
-        tmux cannot recognise a repeated key, so ``replayed`` is always False: once-only delivery is the
-        caller's (sessions_app's inbox). Newlines inside ``message`` are typed as they are (line feeds).
+        The key is remembered in the tmux session itself (a user option ``@tess-sent-<digest>``), set by the
+        same tmux command as the last piece and the Enter, which the server runs whole: a retry whose key is
+        already marked types nothing and reports ``replayed`` (a worker that died after typing, before
+        recording the delivery). A message longer than one piece (``SEND_KEYS_CHUNK`` characters) goes in
+        several commands; a sender that dies between them leaves the key unmarked, and its retry types the
+        whole message again. Newlines inside ``message`` are typed as they are (line feeds).
         """
         rows = self._panes_of(ref)
         self._ensure_pipes(rows)
         pane = self._active_pane(rows)
-        for start in range(0, len(message), SEND_KEYS_CHUNK):
-            self.cli.run("send-keys", "-t", pane, "-l", "--", message[start : start + SEND_KEYS_CHUNK])
-        self.cli.run("send-keys", "-t", pane, "Enter")
+        marker = _sent_marker(idempotency_key)
+        if self.cli.run("show-options", "-t", ref.runtime_id, "-v", "-q", marker).strip():
+            logger.info("tmux %s: %s already typed into %s (%s)", self.name, marker, pane, scope.correlation_id)
+            return SendResult(delivered=True, provider_message_id=pane, replayed=True)
+        pieces = [message[start : start + SEND_KEYS_CHUNK] for start in range(0, len(message), SEND_KEYS_CHUNK)]
+        for piece in pieces[:-1]:
+            self.cli.run("send-keys", "-t", pane, "-l", "--", _literal(piece))
+        last = ["send-keys", "-t", pane, "-l", "--", _literal(pieces[-1]), ";"] if pieces else []
+        self.cli.run(*last, "send-keys", "-t", pane, "Enter", ";", "set-option", "-t", ref.runtime_id, marker, "1")
         logger.info("tmux %s: sent %d characters to %s (%s)", self.name, len(message), pane, scope.correlation_id)
         return SendResult(delivered=True, provider_message_id=pane, replayed=False)
 

@@ -88,6 +88,8 @@ def active_pane(socket: str | Path, session_id: str) -> str:
 class TmuxHarness:
     """A tmux instance on its own socket, running the peer program in every session it starts."""
 
+    recognises_retries = True  # the key is marked in the tmux session by the command that types the message
+
     def __init__(self, directory: Path, name: str, **extra: Any) -> None:
         self.name = name
         self.directory = directory

@@ -257,6 +257,45 @@ def test_a_long_message_starting_with_a_dash_arrives_whole(
     assert (result.delivered, result.replayed) == (True, False)
 
 
+@pytest.mark.parametrize("message", ["ls;", "echo a \\;", ";", "a;;", "two; words;"])
+def test_a_message_ending_in_a_semicolon_arrives_exactly(
+    make_tmux: MakeTmux, system_scope: Scope, message: str
+) -> None:
+    # tmux ends a command at an argument ending in ";" and unescapes a final "\\;": neither may touch the text.
+    harness = make_tmux()
+    ref = harness.start(system_scope, "alpha")
+    harness.provider.send_message(ref, message, "key-1", system_scope)
+    assert wait_for(lambda: harness.received(ref), "the message") == message + "\n"
+
+
+def test_pieces_that_end_in_a_semicolon_arrive_exactly(
+    make_tmux: MakeTmux, system_scope: Scope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tmux_module, "SEND_KEYS_CHUNK", 4)
+    harness = make_tmux()
+    ref = harness.start(system_scope, "alpha")
+    message = "abc;def\\;ghi;"  # every 4-character piece ends in ";"
+    harness.provider.send_message(ref, message, "key-1", system_scope)
+    assert wait_for(lambda: harness.received(ref), "the message") == message + "\n"
+
+
+def test_a_retried_key_types_nothing_and_says_replayed_a_new_key_types_again(
+    make_tmux: MakeTmux, system_scope: Scope
+) -> None:
+    harness = make_tmux()
+    ref = harness.start(system_scope, "alpha")
+    first = harness.provider.send_message(ref, "rm -i build", "key-1", system_scope)
+    again = harness.provider.send_message(ref, "rm -i build", "key-1", system_scope)
+    other = harness.provider.send_message(ref, "rm -i build", "key-2", system_scope)
+    assert (first.replayed, again.replayed, other.replayed) == (False, True, False)
+    assert again.provider_message_id == first.provider_message_id
+    expected = "rm -i build\nrm -i build\n"
+    assert wait_for(lambda: harness.received(ref) if harness.received(ref) == expected else "", "both") == expected
+    # The mark lives in the tmux session: a provider object made afresh (another worker) sees it too.
+    fresh = TmuxProvider(name=harness.name, config=harness.config)
+    assert fresh.send_message(ref, "rm -i build", "key-2", system_scope).replayed
+
+
 def test_without_a_configured_command_it_cannot_start_sessions(make_tmux: MakeTmux, system_scope: Scope) -> None:
     harness = make_tmux(command=[])
 

@@ -47,6 +47,22 @@ def test_a_delivery_task_runs_its_item_once_however_often_it_is_called(queued):
     assert pump_until(session, "got:queued").count("got:queued") == 1
 
 
+def test_a_worker_that_typed_and_lost_its_lease_does_not_make_the_retry_type_again(cast, queued, monkeypatch):
+    session, item = queued
+    real_complete = services.complete
+    monkeypatch.setattr(services, "complete", lambda *args, **kwargs: False)  # the sweeper took the lease meanwhile
+    with pytest.raises(services.LeaseLost):
+        services.inbox_deliver(item_id=item.pk, worker="slow-worker")
+    monkeypatch.setattr(services, "complete", real_complete)
+    InboxItem.objects.filter(pk=item.pk).update(state=LeaseState.PENDING)  # as the sweeper does
+    assert services.inbox_deliver(item_id=item.pk, worker="next-worker") is True
+    item.refresh_from_db()
+    assert item.state == LeaseState.DONE and item.delivered_seq is not None
+    later = services.message_enqueue(scope=scope_of(cast.owner, cast.acme), session_id=session.pk, text="later")
+    assert services.inbox_deliver(item_id=later.pk, worker="next-worker") is True
+    assert pump_until(session, "got:later").count("got:queued") == 1  # typed once, before what came next
+
+
 def test_an_item_another_worker_holds_is_left_alone(queued):
     session, item = queued
     assert claim(InboxItem, pk=item.pk, worker=new_worker_id()) is not None
