@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from approvals_app.cards import card_confirm
 from memory_app.services import memory_propose
 from sessions_app.models import Session
 from tests.conftest import scope_of
+from tests.sessions_app.test_turns import turn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,12 +43,7 @@ def test_a_turns_statements_are_prepared_on_the_connection_and_its_answers_stay_
     assert _prepared() == []
     bodies = []
     for _ in range(3):  # the default threshold is 2: the third turn runs on prepared plans
-        response = client.post(
-            f"/api/v1/sessions/{session.pk}/turns/",
-            {"text": "what am I working on?"},
-            format="json",
-            headers={"Idempotency-Key": uuid.uuid4().hex},
-        )
+        response = turn(client, session, "what am I working on?")
         assert response.status_code == 200, response.content
         bodies.append(response.json())
     prepared = "\n".join(_prepared())
