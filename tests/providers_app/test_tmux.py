@@ -257,24 +257,17 @@ def test_a_long_message_starting_with_a_dash_arrives_whole(
     assert (result.delivered, result.replayed) == (True, False)
 
 
-@pytest.mark.parametrize("message", ["ls;", "echo a \\;", ";", "a;;", "two; words;"])
-def test_a_message_ending_in_a_semicolon_arrives_exactly(
-    make_tmux: MakeTmux, system_scope: Scope, message: str
+@pytest.mark.parametrize(
+    ("message", "piece"),
+    [("ls;", 4000), ("echo a \\;", 4000), (";", 4000), ("a;;", 4000), ("two; words;", 4000), ("abc;def\\;ghi;", 4)],
+)
+def test_a_message_or_a_piece_ending_in_a_semicolon_arrives_exactly(
+    make_tmux: MakeTmux, system_scope: Scope, monkeypatch: pytest.MonkeyPatch, message: str, piece: int
 ) -> None:
     # tmux ends a command at an argument ending in ";" and unescapes a final "\\;": neither may touch the text.
+    monkeypatch.setattr(tmux_module, "SEND_KEYS_CHUNK", piece)  # 4: every piece of the last message ends in ";"
     harness = make_tmux()
     ref = harness.start(system_scope, "alpha")
-    harness.provider.send_message(ref, message, "key-1", system_scope)
-    assert wait_for(lambda: harness.received(ref), "the message") == message + "\n"
-
-
-def test_pieces_that_end_in_a_semicolon_arrive_exactly(
-    make_tmux: MakeTmux, system_scope: Scope, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(tmux_module, "SEND_KEYS_CHUNK", 4)
-    harness = make_tmux()
-    ref = harness.start(system_scope, "alpha")
-    message = "abc;def\\;ghi;"  # every 4-character piece ends in ";"
     harness.provider.send_message(ref, message, "key-1", system_scope)
     assert wait_for(lambda: harness.received(ref), "the message") == message + "\n"
 
