@@ -398,9 +398,9 @@ def approvals_expire_lapsed(*, now: Any = None) -> int:
 
     A lapsed request already reads ``expired`` everywhere (``display_status``) and can no longer be decided;
     this makes the lapse a recorded step like a decision: the row's status, an ``approval.expired`` row in
-    the tenant's audit chain, and the same notices a decision gives (the
-    requester's and the approvers' drawers, the session's stream through the observers). Each request is its
-    own conditional UPDATE from ``pending``, so a decision racing the sweep lands at most one of the two.
+    the tenant's audit chain, and the notices a decision gives (the requester's and the approvers' drawers,
+    the session's stream through the observers). Each request is its own conditional UPDATE from
+    ``pending``, so of a decision and the sweep racing for it exactly one lands.
     """
     moment = now or timezone.now()
     lapsed = list(
