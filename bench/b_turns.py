@@ -4,9 +4,11 @@ idempotency record, turn.in/turn.out events, recall, audit), beside ``GET /healt
 run. Target: turn p95 at most 10x the health p95. A third row sets the turn beside the cheapest idempotent,
 audited POST on the same session (``.../detach/``): the request stack a turn stands on, without the gateway.
 
-Two more rows show the floor any turn stands on, each beside the same health p95: the cheapest
-authenticated API request (``GET /api/v1/me/`` with the same token: token lookup, roles, one read, DRF),
-and one durable commit (a one-row INSERT and COMMIT, the write every turn must make before it answers).
+Three more rows show the floor any turn stands on, each beside the same health p95: the cheapest
+authenticated API request (``GET /api/v1/me/`` with the same token: token lookup, roles, one read, DRF);
+one durable commit (a one-row INSERT and COMMIT, the write every turn must make before it answers); and
+the database's own work of a turn: the statements one turn made, sent again as one batch in a transaction
+that is rolled back (three round trips: BEGIN, the batch, ROLLBACK; no Python in between, no fsync).
 ``BENCH_TURN_SAMPLES`` sets the sample count.
 """
 
@@ -103,6 +105,30 @@ def run() -> list[Row]:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("INSERT INTO bench_turns_commit (at) VALUES (now())")
 
+    def turn_batch() -> str:
+        # The statements of one turn (savepoints aside), as literal SQL. The turn runs inside a transaction
+        # that is rolled back, so every replay of the batch starts from the same state and stays valid.
+        made: list[tuple[str, object]] = []
+
+        def keep(execute: Callable[..., object], sql: str, params: object, many: bool, context: object) -> object:
+            if "SAVEPOINT" not in sql:
+                made.append((sql, params))
+            return execute(sql, params, many, context)
+
+        with transaction.atomic(), connection.execute_wrapper(keep):
+            take_turn()
+            transaction.set_rollback(True)
+        with connection.cursor() as cursor:
+            return ";\n".join(cursor.mogrify(sql, params) for sql, params in made)
+
+    def replay(batch: str) -> Callable[[], None]:
+        def run() -> None:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(batch)
+                transaction.set_rollback(True)
+
+        return run
+
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE IF NOT EXISTS bench_turns_commit (id bigserial PRIMARY KEY, at timestamptz)")
     health = _timings(healthz, SAMPLES)
@@ -110,6 +136,7 @@ def run() -> list[Row]:
     floor = _timings(detach, SAMPLES)
     reads = _timings(me, SAMPLES)
     commits = _timings(durable_commit, SAMPLES)
+    replays = _timings(replay(turn_batch()), SAMPLES)  # right after the capture: nothing committed since
     name = f"turn (deterministic, {NOTES} notes recalled)"
     health_p95 = percentile(health, 0.95)
     return [
@@ -118,4 +145,5 @@ def run() -> list[Row]:
         Row(f"{name} p95", "audited POST .../detach/ p95", percentile(floor, 0.95), percentile(turns, 0.95)),
         Row("floor: GET /api/v1/me/ (token) p95", "GET /healthz p95", health_p95, percentile(reads, 0.95)),
         Row("floor: one-row INSERT + COMMIT p95", "GET /healthz p95", health_p95, percentile(commits, 0.95)),
+        Row("floor: a turn's SQL in one batch p95", "GET /healthz p95", health_p95, percentile(replays, 0.95)),
     ]
