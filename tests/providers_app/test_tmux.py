@@ -265,7 +265,7 @@ def test_a_message_or_a_piece_ending_in_a_semicolon_arrives_exactly(
     make_tmux: MakeTmux, system_scope: Scope, monkeypatch: pytest.MonkeyPatch, message: str, piece: int
 ) -> None:
     # tmux ends a command at an argument ending in ";" and unescapes a final "\\;": neither may touch the text.
-    monkeypatch.setattr(tmux_module, "SEND_KEYS_CHUNK", piece)  # 4: every piece of the last message ends in ";"
+    monkeypatch.setattr(tmux_module, "SEND_KEYS_CHUNK", piece)  # 4: the last message's pieces end in ";" or a backslash
     harness = make_tmux()
     ref = harness.start(system_scope, "alpha")
     harness.provider.send_message(ref, message, "key-1", system_scope)
