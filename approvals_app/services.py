@@ -45,41 +45,22 @@ def record_audit(
     # here fails that whole transaction anyway.
     with transaction.atomic(savepoint=False):
         last_seq, last_hash = _lock_head(scope.tenant)
-        seq = last_seq + 1
-        prev_hash = last_hash or GENESIS
-        created_at = timezone.now()
-        actor_id = scope.actor.pk if scope.actor is not None else None
-        digest = chain_hash(
-            tenant_id=scope.tenant.pk,
-            seq=seq,
-            actor_id=actor_id,
-            actor_label=scope.actor_label,
-            channel=scope.channel.value,
-            action=action,
-            target_type=target_type,
-            target_id=target_id,
-            outcome=outcome,
-            correlation_id=scope.correlation_id,
-            metadata=meta,
-            created_at=created_at,
-            prev_hash=prev_hash,
-        )
-        event = AuditEvent(
-            tenant=scope.tenant,
-            seq=seq,
-            actor_id=actor_id,
-            actor_label=scope.actor_label,
-            channel=scope.channel.value,
-            action=action,
-            target_type=target_type,
-            target_id=target_id,
-            outcome=outcome,
-            correlation_id=scope.correlation_id,
-            metadata=meta,
-            created_at=created_at,
-            prev_hash=prev_hash,
-            hash=digest,
-        )
+        # The row's own fields, hashed with its predecessor's hash and stored as they were hashed.
+        fields: dict[str, Any] = {
+            "seq": last_seq + 1,
+            "actor_id": scope.actor.pk if scope.actor is not None else None,
+            "actor_label": scope.actor_label,
+            "channel": scope.channel.value,
+            "action": action,
+            "target_type": target_type,
+            "target_id": target_id,
+            "outcome": outcome,
+            "correlation_id": scope.correlation_id,
+            "metadata": meta,
+            "created_at": timezone.now(),
+            "prev_hash": last_hash or GENESIS,
+        }
+        event = AuditEvent(tenant=scope.tenant, hash=chain_hash(tenant_id=scope.tenant.pk, **fields), **fields)
         _append(event)
     return event
 
