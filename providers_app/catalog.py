@@ -64,7 +64,6 @@ class CatalogEntry:
     description: str
     authority: Authority
     input_schema: Mapping[str, Any]
-    read_only: bool
     capability: CapabilityName
     operation: str
     target_type: str = ""
@@ -74,12 +73,15 @@ class CatalogEntry:
         Draft202012Validator.check_schema(dict(self.input_schema))
         if OPERATIONS[self.capability].get(self.operation) is None:
             raise ValueError(f"{self.id}: {self.capability} has no operation {self.operation!r}")
-        if self.read_only != OPERATIONS[self.capability][self.operation]:
-            raise ValueError(f"{self.id}: read_only must match the operation's own")
         if self.authority is Authority.TESS and not self.read_only:
             raise ValueError(f"{self.id}: Tess runs only read-only tools on its own authority")
         if self.authority is Authority.HUMAN_APPROVAL and not (self.target_type and self.target_field):
             raise ValueError(f"{self.id}: an approval needs a target")
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the tool only reads: the capability operation's own flag (``capabilities.OPERATIONS``)."""
+        return OPERATIONS[self.capability][self.operation]
 
     @property
     def action(self) -> str:
@@ -122,7 +124,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="The configured git repositories you may use.",
         authority=Authority.TESS,
         input_schema=_schema(),
-        read_only=True,
         capability=CapabilityName.GITOPS,
         operation="repos",
     ),
@@ -133,7 +134,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Branch, head commit, distance to upstream and changed paths of a configured repository.",
         authority=Authority.TESS,
         input_schema=_schema({"repo": _NAME}, ("repo",)),
-        read_only=True,
         capability=CapabilityName.GITOPS,
         operation="status",
     ),
@@ -146,7 +146,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         input_schema=_schema(
             {"repo": _NAME, "ref": _REF, "limit": {"type": "integer", "minimum": 1, "maximum": 100}}, ("repo",)
         ),
-        read_only=True,
         capability=CapabilityName.GITOPS,
         operation="log",
     ),
@@ -157,7 +156,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Local branches of a configured repository and the checked-out one.",
         authority=Authority.TESS,
         input_schema=_schema({"repo": _NAME}, ("repo",)),
-        read_only=True,
         capability=CapabilityName.GITOPS,
         operation="branches",
     ),
@@ -169,7 +167,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         "approves first; then it is created exactly once.",
         authority=Authority.HUMAN_APPROVAL,
         input_schema=_schema({"repo": _NAME, "branch": _REF, "from": _REF}, ("repo", "branch")),
-        read_only=False,
         capability=CapabilityName.GITOPS,
         operation="create_branch",
         target_type="git_repo",
@@ -182,7 +179,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Create tag `tag` at `from` (default HEAD), after an approver approved the exact commit.",
         authority=Authority.HUMAN_APPROVAL,
         input_schema=_schema({"repo": _NAME, "tag": _REF, "from": _REF}, ("repo", "tag")),
-        read_only=False,
         capability=CapabilityName.GITOPS,
         operation="create_tag",
         target_type="git_repo",
@@ -195,7 +191,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Merges are Mos's work: this hands Mos a request to merge `source` into `target`.",
         authority=Authority.MOS,
         input_schema=_schema({"repo": _NAME, "source": _REF, "target": _REF}, ("repo", "source", "target")),
-        read_only=False,
         capability=CapabilityName.MOS_COORDINATION,
         operation="handoff",
     ),
@@ -206,7 +201,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Health and heartbeat of each runtime provider instance, each check under a deadline.",
         authority=Authority.TESS,
         input_schema=_schema(),
-        read_only=True,
         capability=CapabilityName.FLEET_DIAGNOSTICS,
         operation="provider_health",
     ),
@@ -218,7 +212,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         "counted with a cap and a statement timeout.",
         authority=Authority.TESS,
         input_schema=_schema(),
-        read_only=True,
         capability=CapabilityName.FLEET_DIAGNOSTICS,
         operation="queue_depth",
     ),
@@ -229,7 +222,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Your tenant's sessions by status, counted with a cap and a statement timeout.",
         authority=Authority.TESS,
         input_schema=_schema(),
-        read_only=True,
         capability=CapabilityName.FLEET_DIAGNOSTICS,
         operation="session_counts",
     ),
@@ -243,7 +235,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         input_schema=_schema(
             {"command": _NAME, "title": {"type": "string", "minLength": 1, "maxLength": 48}}, ("command",)
         ),
-        read_only=False,
         capability=CapabilityName.RUNTIME_BOOTSTRAP,
         operation="start",
         target_type="runtime_command",
@@ -257,7 +248,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         "linked identities (counts; never a key).",
         authority=Authority.TESS,
         input_schema=_schema(),
-        read_only=True,
         capability=CapabilityName.DISCORD_INTEGRATION,
         operation="status",
     ),
@@ -268,7 +258,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="The configured MCP servers you may discover.",
         authority=Authority.TESS,
         input_schema=_schema(),
-        read_only=True,
         capability=CapabilityName.MCP_DISCOVERY,
         operation="servers",
     ),
@@ -279,7 +268,6 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         description="Connect to a configured MCP server over stdio and list its tools and prompts (nothing is called).",
         authority=Authority.TESS,
         input_schema=_schema({"server": _NAME}, ("server",)),
-        read_only=True,
         capability=CapabilityName.MCP_DISCOVERY,
         operation="discover",
     ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -94,18 +95,30 @@ def _move(*, binding_ids: list[int], to: Session) -> None:
         observer(binding_ids, to.pk)
 
 
-def _announce(*, migration: SessionMigration, code: str, text_source: str, text_target: str) -> None:
-    events_append(
-        session_id=migration.source_id,
-        items=[(stream.EventKind.SYSTEM, stream.system_body(text=text_source, code=code))],
+def _record_step(
+    scope: Scope,
+    *,
+    migration: SessionMigration,
+    direction: str,
+    text_source: str,
+    text_target: str,
+    metadata: dict[str, Any],
+) -> None:
+    """One step of a migration (``cutover`` or ``rollback``): a system event in both streams, its audit row,
+    and the metric counted after commit."""
+    code = f"session.{direction}"
+    for session_id, text in ((migration.source_id, text_source), (migration.target_id, text_target)):
+        events_append(
+            session_id=session_id, items=[(stream.EventKind.SYSTEM, stream.system_body(text=text, code=code))]
+        )
+    record_audit(
+        scope,
+        action=code,
+        target_type="session_migration",
+        target_id=str(migration.pk),
+        outcome="ok",
+        metadata={"source_session": str(migration.source_id), "target_session": str(migration.target_id), **metadata},
     )
-    events_append(
-        session_id=migration.target_id,
-        items=[(stream.EventKind.SYSTEM, stream.system_body(text=text_target, code=code))],
-    )
-
-
-def _count_on_commit(direction: str) -> None:
     transaction.on_commit(lambda: SESSION_CUTOVERS.labels(direction=direction).inc())
 
 
@@ -140,29 +153,20 @@ def session_cutover(*, scope: Scope, session_id: object, target_id: object) -> S
             tenant=scope.tenant, source=source, target=target, binding_ids=binding_ids, created_by=scope.actor
         )
         channels = _channels(binding_ids)
-        _announce(
+        _record_step(
+            scope,
             migration=migration,
-            code="session.cutover",
+            direction="cutover",
             text_source=f"Cut over to session {target.pk} on {target.provider_instance}: {channels} moved "
             f"(migration {migration.pk}).",
             text_target=f"Cut over from session {source.pk} on {source.provider_instance}: {channels} now bound "
             f"here (migration {migration.pk}).",
-        )
-        record_audit(
-            scope,
-            action="session.cutover",
-            target_type="session_migration",
-            target_id=str(migration.pk),
-            outcome="ok",
             metadata={
-                "source_session": str(source.pk),
-                "target_session": str(target.pk),
                 "source_instance": source.provider_instance,
                 "target_instance": target.provider_instance,
                 "binding_ids": binding_ids,
             },
         )
-        _count_on_commit("cutover")
     return migration
 
 
@@ -203,27 +207,15 @@ def session_rollback(*, scope: Scope, session_id: object, migration_id: int | No
         migration.rolled_back_at = timezone.now()
         migration.save(update_fields=["status", "rolled_back_by", "rolled_back_at"])
         channels = _channels(back) or "nothing (the moved bindings had ended)"
-        _announce(
+        _record_step(
+            scope,
             migration=migration,
-            code="session.rollback",
+            direction="rollback",
             text_source=f"Rolled back from session {target.pk}: {channels} bound here again (migration "
             f"{migration.pk}).",
             text_target=f"Rolled back to session {source.pk}: {channels} moved away (migration {migration.pk}).",
+            metadata={"binding_ids": back, "ended_binding_ids": [pk for pk, _, active in moved if not active]},
         )
-        record_audit(
-            scope,
-            action="session.rollback",
-            target_type="session_migration",
-            target_id=str(migration.pk),
-            outcome="ok",
-            metadata={
-                "source_session": str(source.pk),
-                "target_session": str(target.pk),
-                "binding_ids": back,
-                "ended_binding_ids": [pk for pk, _, active in moved if not active],
-            },
-        )
-        _count_on_commit("rollback")
     return migration
 
 
