@@ -380,12 +380,27 @@ def approval_decide(scope: Scope, *, token: str, approve: bool, reason: str = ""
             from .executions import queue_execution
 
             queue_execution(approval)
-        other_approvers = list(
-            ApprovalLink.objects.filter(approval_id=approval_id).values_list("approver_id", flat=True)
-        )
-        _notify(approval, extra_user_ids=other_approvers)
-        _observe(approval)
+        _announce_decided(approval)
     return approval
+
+
+def _announce_decided(approval: Approval) -> None:
+    """A request was decided or lapsed: tell the requester and every approver it was sent to, and observers."""
+    approvers = list(ApprovalLink.objects.filter(approval_id=approval.pk).values_list("approver_id", flat=True))
+    _notify(approval, extra_user_ids=approvers)
+    _observe(approval)
+
+
+def system_scope_of(approval: Approval) -> Scope:
+    """The scope of what Tess does on its own about ``approval`` (executing it, writing its expiry): no actor,
+    the request's tenant, session and correlation id."""
+    return Scope(
+        tenant=approval.tenant,
+        actor=None,
+        channel=Channel.SYSTEM,
+        correlation_id=approval.correlation_id or "-",
+        session=approval.session_id,
+    )
 
 
 # --- expiry ----------------------------------------------------------------------------------------------
@@ -417,25 +432,15 @@ def approvals_expire_lapsed(*, now: Any = None) -> int:
             if changed != 1:  # decided (or swept by another worker) in the meantime
                 continue
             approval = Approval.objects.select_related("tenant").get(pk=approval_id)
-            # A system entry under the request's own correlation id: nobody decided.
-            scope = Scope(
-                tenant=approval.tenant,
-                actor=None,
-                channel=Channel.SYSTEM,
-                correlation_id=approval.correlation_id or "-",
-                session=approval.session_id,
-            )
             record_audit(
-                scope,
+                system_scope_of(approval),  # nobody decided: a system entry under the request's correlation id
                 action="approval.expired",
                 target_type=approval.target_type,
                 target_id=approval.target_id,
                 outcome="expired",
                 metadata={"approval_id": str(approval.id), "session_id": approval.session_id},
             )
-            approvers = list(ApprovalLink.objects.filter(approval_id=approval_id).values_list("approver_id", flat=True))
-            _notify(approval, extra_user_ids=approvers)
-            _observe(approval)
+            _announce_decided(approval)
             written += 1
     return written
 

@@ -21,9 +21,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tess_site.leases import LeaseState, claim, complete, fail
-from tess_site.scope import Channel, Scope
 
-from .approvals import action_executor, approval_record_result
+from .approvals import action_executor, approval_record_result, system_scope_of
 from .models import Approval, ApprovalExecution
 
 logger = logging.getLogger(__name__)
@@ -87,19 +86,9 @@ def wake_execution(pk: object) -> None:
     enqueue_on_commit(execute_approval, pk)
 
 
-def _system_scope(approval: Approval) -> Scope:
-    return Scope(
-        tenant=approval.tenant,
-        actor=None,
-        channel=Channel.SYSTEM,
-        correlation_id=approval.correlation_id or "-",
-        session=approval.session_id,
-    )
-
-
 def _finish_failed(item: ApprovalExecution, *, worker: str, approval: Approval, code: str) -> None:
     """Record a final failure: the item is done (no retry) and the approval says ``failed``."""
-    scope = _system_scope(approval)
+    scope = system_scope_of(approval)
     with transaction.atomic():
         if not complete(item, worker=worker):
             raise LeaseLost(f"approval execution {item.pk}: lease lost")
@@ -118,7 +107,7 @@ def execution_run(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
     if executor is None:
         _finish_failed(item, worker=worker, approval=approval, code="no_executor")
         return False
-    scope = _system_scope(approval)
+    scope = system_scope_of(approval)
     try:
         # The commit happens when the atomic block exits, inside the undo guard: a failed commit undoes too.
         with _undone_unless_committed(), transaction.atomic():
