@@ -57,6 +57,25 @@ def test_it_refuses_a_replayed_request(discord_key):
     assert "replayed" in replay.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "respell",
+    [str.upper, lambda hex_: " ".join(hex_[i : i + 2] for i in range(0, len(hex_), 2))],
+    ids=["upper-case", "space-separated"],
+)
+def test_it_refuses_a_replay_with_the_signature_spelt_differently(discord_key, respell):
+    headers = signed(discord_key, PING)
+    assert post(PING, headers).status_code == 200
+    replay = post(PING, {**headers, "X-Signature-Ed25519": respell(headers["X-Signature-Ed25519"])})
+    assert replay.status_code == 401
+    assert replay.json()["error"]["code"] == "invalid_signature"
+
+
+def test_it_refuses_a_non_canonical_signature_even_the_first_time(discord_key):
+    headers = signed(discord_key, PING)
+    response = post(PING, {**headers, "X-Signature-Ed25519": headers["X-Signature-Ed25519"].upper()})
+    assert response.status_code == 401
+
+
 def test_it_refuses_everything_when_no_public_key_is_configured(discord_key, settings):
     settings.TESS_DISCORD_PUBLIC_KEY = ""
     assert post(PING, signed(discord_key, PING)).status_code == 401
