@@ -12,7 +12,7 @@ from typing import Any
 
 from . import config as config_store
 from .client import EXIT_CODES, INTERRUPTED, OK, REFUSED, USAGE, Api, CliError
-from .output import emit_json, event_line, fields, table
+from .output import emit_json, event_line, fields, neutralised_output, table, write_raw
 from .stream import follow
 
 SESSION_COLUMNS = ["id", "title", "status", "owner", "provider", "last_seq"]
@@ -113,6 +113,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     Api(config)  # refuses early without a token
 
     def show(frame: dict[str, Any]) -> None:
+        if args.raw and frame.get("kind") == "output":
+            write_raw(str((frame.get("body") or {}).get("data", "")))
+            return
         print(json.dumps(frame) if args.json else event_line(frame), flush=True)
 
     try:
@@ -281,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("--cursor", type=int, default=0, help="start after this seq (default: from the beginning)")
     p.add_argument("--max-events", type=int, default=0, help="stop after this many events")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="write the runtime's output bytes as they are, terminal control sequences included",
+    )
     p.set_defaults(func=cmd_stream)
 
     for name, func, text in (
@@ -332,14 +340,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("sessions show|tree needs a session id")
     if args.command == "memory" and args.action == "forget" and not args.category:
         parser.error("memory forget needs a category (and optionally a slot)")
-    try:
-        return int(args.func(args))
-    except CliError as exc:
-        print(f"tess: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print("", file=sys.stderr)
-        return INTERRUPTED
+    with neutralised_output():
+        try:
+            return int(args.func(args))
+        except CliError as exc:
+            print(f"tess: {exc.message}", file=sys.stderr)
+            return exc.code
+        except KeyboardInterrupt:
+            print("", file=sys.stderr)
+            return INTERRUPTED
 
 
 if __name__ == "__main__":

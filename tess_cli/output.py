@@ -1,11 +1,72 @@
-"""Tables for people, JSON for scripts."""
+"""Tables for people, JSON for scripts.
+
+Text from the server (titles, turns, other participants' words, runtime output) may carry terminal control
+sequences: ``ESC ] 52`` writes the clipboard, ``ESC [ 2J`` clears the screen. What is printed for people shows
+those characters in caret notation instead of obeying them; JSON escapes them by its own rules, and
+``tess stream --raw`` writes runtime output as the runtime produced it.
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+# C0 controls but tab and newline, DEL, and the C1 controls (0x9b is a one-byte CSI on some terminals).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    if code == 0x7F:
+        return "^?"
+    return f"\\x{code:02x}"
+
+
+def neutralise(text: str) -> str:
+    """``text`` with every control character a terminal would act on made visible (``ESC`` reads ``^[``)."""
+    return _CONTROL.sub(_visible, text.replace("\r\n", "\n"))
+
+
+class NeutralisingWriter(io.TextIOBase):
+    """A text stream that neutralises what it is given before passing it to ``underlying``."""
+
+    def __init__(self, underlying: TextIO) -> None:
+        self.underlying = underlying
+
+    def write(self, text: str) -> int:
+        self.underlying.write(neutralise(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.underlying.flush()
+
+    def isatty(self) -> bool:
+        return self.underlying.isatty()
+
+
+@contextmanager
+def neutralised_output() -> Iterator[None]:
+    """Neutralise everything printed to stdout and stderr while the block runs."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = NeutralisingWriter(saved[0]), NeutralisingWriter(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def write_raw(text: str) -> None:
+    """Write ``text`` to the real standard output, control sequences included (``--raw``)."""
+    out = sys.stdout.underlying if isinstance(sys.stdout, NeutralisingWriter) else sys.stdout
+    out.write(text)
+    out.flush()
 
 
 def emit_json(data: Any) -> None:
