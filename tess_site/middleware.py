@@ -56,7 +56,16 @@ class ApiErrorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        # A path that resolves to nothing never reaches handler404 while DEBUG is on: Django renders its
+        # debug page (the URL patterns included). /api/ answers in the one envelope in every mode.
+        if (
+            response.status_code == 404
+            and request.path.startswith(API_PREFIX)
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            return error_response("not_found", "Not found.", 404)
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not request.path.startswith(API_PREFIX):

@@ -35,6 +35,14 @@ def test_an_unknown_api_path_is_a_json_404(cast, api_as):
     assert_envelope(api_as(cast.owner).get("/api/v1/no-such-thing/"), 404, "not_found")
 
 
+@pytest.mark.parametrize("path", ["/api/v1/no-such-thing/", "/api/nothing-here", "/api/v1/sessions/not-an-id/x/"])
+def test_an_unknown_api_path_is_a_json_404_with_debug_on(cast, api_as, settings, path):
+    # `make run` has DEBUG on; Django's debug 404 page (which lists the URL patterns) must not reach /api/.
+    settings.DEBUG = True
+    body = assert_envelope(api_as(cast.owner).get(path), 404, "not_found")
+    assert "urlpatterns" not in str(body) and "api/v1/" not in body["error"]["message"]
+
+
 def test_a_wrong_method_is_a_json_405(cast, api_as):
     assert_envelope(api_as(cast.owner).delete("/api/v1/me/"), 405, "method_not_allowed")
 
