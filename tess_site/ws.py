@@ -8,11 +8,13 @@ Two ways in, never a token in the URL:
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
-from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
+from channels.security.websocket import WebsocketDenier
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 
 from tess_site.accounts.authentication import bearer_token
 from tess_site.accounts.services import token_authenticate
@@ -29,12 +31,47 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, the port made explicit; None for anything else."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def origin_allowed(scope: dict[str, Any]) -> bool:
+    """Whether a cookie-carrying websocket comes from a page of Tess itself.
+
+    As Django's CSRF check does for forms, scheme, host and port must all match: the socket's own origin
+    (its Host header under an allowed host name, with the scheme it arrived on), ``TESS_PUBLIC_URL``, or one
+    of ``CSRF_TRUSTED_ORIGINS``. A socket without an Origin header is refused.
+    """
+    origin = _header(scope, b"origin")
+    claimed = _origin_of(origin) if origin else None
+    if claimed is None:
+        return False
+    allowed = {_origin_of(url) for url in [settings.TESS_PUBLIC_URL, *settings.CSRF_TRUSTED_ORIGINS]}
+    host = _header(scope, b"host")
+    if host and validate_host(split_domain_port(host)[0], settings.ALLOWED_HOSTS):
+        scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+        allowed.add(_origin_of(f"{scheme}://{host}"))
+    return claimed in allowed
+
+
 class TessWebsocketAuth:
     """Resolve the websocket's user and correlation id before any consumer runs."""
 
     def __init__(self, inner: ASGIApp) -> None:
         self.inner = inner
-        self.cookie_app = AllowedHostsOriginValidator(AuthMiddlewareStack(inner))
+        self.cookie_app = AuthMiddlewareStack(inner)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         scope = dict(scope, correlation_id=accept_correlation_id(_header(scope, b"x-correlation-id")))
@@ -49,4 +86,6 @@ class TessWebsocketAuth:
             if token is None:
                 return await WebsocketDenier()(scope, receive, send)
             return await self.inner(dict(scope, user=token.user, tess_auth=token, session=None), receive, send)
+        if not origin_allowed(scope):
+            return await WebsocketDenier()(scope, receive, send)
         return await self.cookie_app(scope, receive, send)

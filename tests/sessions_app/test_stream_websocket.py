@@ -184,7 +184,11 @@ def test_logging_out_closes_a_browser_stream(server, cast):
         assert _close_code(ws) == CLOSE_CREDENTIAL_ENDED
 
 
-def test_a_browser_from_a_foreign_origin_is_refused(server, cast):
+@pytest.mark.parametrize(
+    "origin",
+    ["https://evil.example", "http://localhost:1", "http://127.0.0.1:1", "https://{server}", "null"],
+)
+def test_a_browser_from_a_foreign_origin_is_refused(server, cast, origin):
     from websockets.exceptions import InvalidStatus
 
     session = _session(cast.owner, cast.acme)
@@ -195,7 +199,7 @@ def test_a_browser_from_a_foreign_origin_is_refused(server, cast):
         _open(
             server,
             session,
-            origin="https://evil.example",
+            origin=origin.format(server=server),
             additional_headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"},
         ).close()
 
