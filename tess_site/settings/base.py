@@ -111,7 +111,14 @@ if REDIS_URL:
     CHANNEL_LAYERS: dict[str, Any] = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{TESS_CHANNEL_PREFIX}:asgi", "capacity": 1000},
+            "CONFIG": {
+                # channels-redis blocks up to 5 s waiting for a message (BZPOPMIN); redis-py's default socket
+                # read timeout is also 5 s, so an idle socket's read timed out first and closed it (1011).
+                # The read timeout stays finite, to notice a Redis that went away, but outlasts the wait.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "prefix": f"{TESS_CHANNEL_PREFIX}:asgi",
+                "capacity": 1000,
+            },
         }
     }
     CACHES: dict[str, Any] = {
