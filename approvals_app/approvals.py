@@ -26,12 +26,12 @@ from django.utils import timezone
 from rest_framework import status
 
 from tess_site.accounts.models import Membership
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound, TessError
 from tess_site.scope import Channel, Role, Scope
 
 from .events import notify_user_on_commit
 from .models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings
-from .services import record_audit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -28,6 +28,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework import status as http
 
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, InvalidInput, NotFound, TessError
 from tess_site.leases import LeaseState, claim, complete, fail, new_worker_id
 from tess_site.scope import Channel, Role, Scope
@@ -35,7 +36,6 @@ from tess_site.tasks import enqueue_on_commit
 
 from .handoff_adapters import Envelope, MosRefused, MosResult, MosTransient, configured_adapter, redis_adapter
 from .models import Handoff
-from .services import record_audit
 
 logger = logging.getLogger(__name__)
 

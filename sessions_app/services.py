@@ -19,7 +19,6 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
 from approvals_app.models import Approval
-from approvals_app.services import record_audit
 from providers_app.contract import (
     AttachmentRequired,
     ProviderError,
@@ -30,6 +29,7 @@ from providers_app.contract import (
 )
 from providers_app.contract import AttachMode as ProviderAttachMode
 from providers_app.registry import configured_instances, get_provider
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tess_site.leases import LeaseState, claim, complete, fail
 from tess_site.rows import hot_cursor

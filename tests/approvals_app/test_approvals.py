@@ -20,8 +20,9 @@ from approvals_app.approvals import (
     approval_request,
 )
 from approvals_app.executions import execution_run
-from approvals_app.models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings, AuditEvent
+from approvals_app.models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings
 from tess_site.accounts import services as accounts
+from tess_site.audit.models import AuditEvent
 from tess_site.errors import InvalidInput, TessError
 from tess_site.leases import LeaseState, claim, sweep
 from tess_site.scope import Role
@@ -278,7 +279,7 @@ def test_a_transient_failure_is_retried_and_then_executes_once(
 
 
 def test_pinned_approval_references_resolve_only_for_those_who_may_read_the_approval(mailed, request_touch):
-    from memory_app.refs import resolve
+    from tess_site.refs import resolve
 
     approval = request_touch()
     ref = f"approval:{approval.pk}"

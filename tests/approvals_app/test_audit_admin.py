@@ -10,7 +10,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from approvals_app.models import AuditChainHead, AuditEvent
+from tess_site.audit.models import AuditChainHead, AuditEvent
 from tests.conftest import scope_of
 
 CHANGELIST = reverse("admin:approvals_app_auditevent_changelist")

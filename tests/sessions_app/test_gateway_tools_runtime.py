@@ -10,9 +10,10 @@ import pytest
 from django.core import mail
 from django.db import connection
 
-from approvals_app.models import Approval, AuditEvent
+from approvals_app.models import Approval
 from providers_app.diagnostics import bounded_reads
 from sessions_app.models import InboxItem, Session
+from tess_site.audit.models import AuditEvent
 from tests.conftest import Cast
 from tests.sessions_app.conftest import output_of, pump_until
 from tests.sessions_app.test_gateway_tools import approve, invoke
