@@ -174,7 +174,8 @@ def requeue_due(
         lost = now - timedelta(seconds=unattempted_grace_seconds)
         items = items.filter(Q(attempts__gt=0, available_at__lte=now) | Q(attempts=0, available_at__lte=lost))
     if settle_seconds is not None:
-        items = items.filter(created_at__lt=now - timedelta(seconds=settle_seconds))
+        # Every kind that settles has its own ``created_at`` (LeasedWork itself does not).
+        items = items.filter(created_at__lt=now - timedelta(seconds=settle_seconds))  # type: ignore[misc]
     if where is not None:
         items = items.filter(where)
     due = list(items.values_list("pk", flat=True)[:REQUEUE_BATCH])

@@ -45,7 +45,7 @@ def audit_events_readable(*, tenant_ids: frozenset[int] | None) -> QuerySet[Audi
 
 
 def _head(tenant: Model) -> tuple[int, str]:
-    head = AuditChainHead.objects.filter(tenant=tenant).values_list("last_seq", "last_hash").first()
+    head = AuditChainHead.objects.filter(tenant_id=tenant.pk).values_list("last_seq", "last_hash").first()
     return head if head is not None else (0, "")
 
 
@@ -57,7 +57,7 @@ def audit_chain_verify(*, tenant: Model) -> ChainReport:
     rows, so every row up to it is visible, and rows appended meanwhile are checked against a fresh read.
     """
     head_seq, head_hash = _head(tenant)
-    rows = AuditEvent.objects.filter(tenant=tenant).order_by("seq").iterator(chunk_size=VERIFY_CHUNK)
+    rows = AuditEvent.objects.filter(tenant_id=tenant.pk).order_by("seq").iterator(chunk_size=VERIFY_CHUNK)
     report = walk_chain(rows, head_seq=head_seq, head_hash=head_hash)
     if report.broken is not None:
         return report
@@ -73,7 +73,7 @@ def audit_chain_verify(*, tenant: Model) -> ChainReport:
         # Rows past the head we read: legitimate if a writer moved the head since, forged otherwise.
         now_seq, now_hash = _head(tenant)
         if now_seq < report.last_seq:
-            first = AuditEvent.objects.filter(tenant=tenant, seq=now_seq + 1).values_list("id", flat=True).first()
+            first = AuditEvent.objects.filter(tenant_id=tenant.pk, seq=now_seq + 1).values_list("id", flat=True).first()
             broken = ChainBreak(
                 seq=now_seq + 1,
                 row_id=first,

@@ -255,8 +255,7 @@ def test_approval_changes_reach_the_requester_over_ws_me(mailed, request_touch, 
 def test_a_transient_failure_is_retried_and_then_executes_once(
     mailed, request_touch, executed, django_capture_on_commit_callbacks
 ):
-    from approvals_app.executions import execution_requeue_due
-    from approvals_app.executions import requeue_due_executions
+    from approvals_app.executions import execution_requeue_due, requeue_due_executions
 
     class Unreachable(TessError):
         code = "provider_unavailable"

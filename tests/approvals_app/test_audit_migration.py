@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -45,7 +46,7 @@ def _insert_chain_as_before(tenant_id: int, count: int) -> list[str]:
             "INSERT INTO approvals_app_auditchainhead (tenant_id, last_seq, last_hash) VALUES (%s, 0, '')", [tenant_id]
         )
         for seq in range(1, count + 1):
-            fields = {
+            fields: dict[str, Any] = {
                 "seq": seq,
                 "actor_id": None,
                 "actor_label": "system",
