@@ -7,7 +7,8 @@ decided (``register_action_executor``) and, if it wants to hear about changes, a
 
 Every eligible approver gets a one-time link (``approvals_app.delivery``), only privately. The decision is a
 conditional UPDATE from ``pending`` on the link and on the request, so however many clicks race exactly
-one decision lands; an approved request queues one leased execution item (``approvals_app.executions``).
+one decision lands (``approvals_app.decisions``); an approved request queues one leased execution item
+(``approvals_app.executions``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import hashlib
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,12 +26,13 @@ from django.utils import timezone
 from rest_framework import status
 
 from tess_site.accounts.models import Membership
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound, TessError
 from tess_site.scope import Channel, Role, Scope
 
+from .delivery import deliver_links_on_commit
 from .events import notify_user_on_commit
 from .models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings
-from .services import record_audit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -220,7 +221,6 @@ def approval_request(
     tells the requester's and the approvers' ``/ws/me/``. Raises ``no_eligible_approver`` if nobody may
     decide it (nothing is created then).
     """
-    from .delivery import deliver_links_on_commit
 
     if scope.actor is None:
         raise InvalidInput("system scopes cannot request approvals")
@@ -277,114 +277,7 @@ def _notify(approval: Approval, *, extra_user_ids: list[int]) -> None:
         notify_user_on_commit(tenant_id=approval.tenant_id, user_id=user_id, kind="approval", body=body)
 
 
-# --- the link page ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LinkView:
-    link: ApprovalLink
-    approval: Approval
-
-
-def link_for_token(token: str) -> ApprovalLink:
-    """The link behind ``token`` (404 ``approval_link_unknown`` if none)."""
-    if not token or len(token) > 128:
-        raise ApprovalLinkUnknown()
-    link = (
-        ApprovalLink.objects.select_related("approval", "approval__requester", "approval__tenant", "approver")
-        .filter(token_hash=token_hash(token))
-        .first()
-    )
-    if link is None:
-        raise ApprovalLinkUnknown()
-    return link
-
-
-def link_check(link: ApprovalLink, *, user_id: int, now: Any = None) -> None:
-    """Raise the typed refusal that applies to ``user_id`` opening ``link`` now, if any (403, 409, 410)."""
-    moment = now or timezone.now()
-    if link.approver_id != user_id:
-        raise ApprovalLinkNotYours()
-    approval = link.approval
-    if approval.status == Approval.Status.EXPIRED:  # written as expired by the sweep: still 410, not 409
-        raise ApprovalExpired()
-    if link.used_at is not None or approval.status != Approval.Status.PENDING:
-        raise ApprovalAlreadyDecided(details={"status": display_status(approval, moment)})
-    if approval.expires_at <= moment:
-        raise ApprovalExpired()
-
-
-def _approver_scope(scope: Scope, approval: Approval) -> None:
-    if scope.actor is None or scope.tenant.pk != approval.tenant_id:
-        raise ApprovalLinkNotYours()
-    if not scope.has_role(Role.APPROVER):
-        raise ApprovalLinkNotYours("You are no longer an approver in this tenant; nothing was done.")
-
-
-def approval_link_viewed(scope: Scope, *, link: ApprovalLink) -> None:
-    """Audit that the bound approver opened their link. Changes nothing else (mail scanners follow links)."""
-    record_audit(
-        scope,
-        action="approval.viewed",
-        target_type="approval",
-        target_id=str(link.approval_id),
-        outcome="ok",
-        metadata={"link_id": link.pk},
-    )
-
-
-def approval_decide(scope: Scope, *, token: str, approve: bool, reason: str = "") -> Approval:
-    """Decide the approval behind ``token`` as the scope's actor, who must be the link's approver.
-
-    The link's ``used_at`` and the request's ``status`` change by conditional UPDATEs in one transaction:
-    of concurrent decisions exactly one changes both; the others change nothing and get 409 (or 410 if
-    the request expired). An approval queues one execution item, run after commit.
-    """
-    reason = (reason or "").strip()
-    if not approve and not reason:
-        raise InvalidInput("A denial needs a reason.", details={"field": "reason"})
-    if len(reason) > REASON_MAX:
-        raise InvalidInput(f"The reason is longer than {REASON_MAX} characters.", details={"field": "reason"})
-    link = link_for_token(token)
-    assert scope.actor is not None
-    link_check(link, user_id=scope.actor.pk)
-    _approver_scope(scope, link.approval)
-    approval_id = link.approval_id
-    decision = Approval.Status.APPROVED if approve else Approval.Status.DENIED
-    with transaction.atomic():
-        now = timezone.now()
-        if ApprovalLink.objects.filter(pk=link.pk, used_at__isnull=True).update(used_at=now) != 1:
-            raise ApprovalAlreadyDecided()
-        changed = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING, expires_at__gt=now).update(
-            status=decision,
-            decided_by=scope.actor,
-            decided_at=now,
-            decision_reason=reason,
-            execution=Approval.Execution.QUEUED if approve else Approval.Execution.NONE,
-        )
-        if changed != 1:
-            current = Approval.objects.get(pk=approval_id)
-            if current.status in (Approval.Status.PENDING, Approval.Status.EXPIRED):
-                raise ApprovalExpired()
-            raise ApprovalAlreadyDecided(details={"status": display_status(current, now)})
-        approval = Approval.objects.get(pk=approval_id)
-        record_audit(
-            scope,
-            action="approval.approved" if approve else "approval.denied",
-            target_type=approval.target_type,
-            target_id=approval.target_id,
-            outcome="ok",
-            metadata={"approval_id": str(approval.id), "link_id": link.pk, "session_id": approval.session_id},
-        )
-        if approve:
-            from .executions import queue_execution
-
-            queue_execution(approval)
-        _announce_decided(approval)
-    return approval
-
-
-def _announce_decided(approval: Approval) -> None:
+def announce_decided(approval: Approval) -> None:
     """A request was decided or lapsed: tell the requester and every approver it was sent to, and observers."""
     approvers = list(ApprovalLink.objects.filter(approval_id=approval.pk).values_list("approver_id", flat=True))
     _notify(approval, extra_user_ids=approvers)
@@ -440,7 +333,7 @@ def approvals_expire_lapsed(*, now: Any = None) -> int:
                 outcome="expired",
                 metadata={"approval_id": str(approval.id), "session_id": approval.session_id},
             )
-            _announce_decided(approval)
+            announce_decided(approval)
             written += 1
     return written
 

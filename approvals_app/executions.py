@@ -1,6 +1,7 @@
 """Executing approved actions exactly once: a leased item per approval, run by a Celery task.
 
-``queue_execution`` creates the item in the deciding transaction and queues the task after commit. The
+The Celery tasks that run and re-queue items are defined here, beside what they call and what queues
+them. ``queue_execution`` creates the item in the deciding transaction and queues the task after commit. The
 task claims the item's lease (``tess_site.leases``), and in one transaction the registered executor
 consumes the approval (a conditional UPDATE: once per approval, ever) and performs the action, and the
 item is completed while the lease is still held. A worker that dies leaves its lease to expire; the
@@ -13,23 +14,19 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import timedelta
 
+from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
-from django.utils import timezone
 
-from tess_site.leases import LeaseState, claim, complete, fail
+from tess_site.errors import TessError
+from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, new_worker_id, requeue_due
+from tess_site.tasks import enqueue_on_commit
 
 from .approvals import action_executor, approval_record_result, system_scope_of
 from .models import Approval, ApprovalExecution
 
 logger = logging.getLogger(__name__)
-
-
-class LeaseLost(Exception):
-    """The lease expired and the item was handed on before this worker could record its result."""
 
 
 _UNDO: ContextVar[list[Callable[[], None]] | None] = ContextVar("tess_execution_undo", default=None)
@@ -68,10 +65,6 @@ def _undone_unless_committed() -> Iterator[None]:
 
 def queue_execution(approval: Approval) -> ApprovalExecution:
     """Create the execution item of a just-approved approval and queue its task after commit."""
-    from tess_site.tasks import enqueue_on_commit
-
-    from .tasks import execute_approval
-
     item = ApprovalExecution.objects.create(approval=approval)
     enqueue_on_commit(execute_approval, item.pk)
     return item
@@ -79,10 +72,6 @@ def queue_execution(approval: Approval) -> ApprovalExecution:
 
 def wake_execution(pk: object) -> None:
     """The lease sweeper's wake-up for a re-queued execution item."""
-    from tess_site.tasks import enqueue_on_commit
-
-    from .tasks import execute_approval
-
     enqueue_on_commit(execute_approval, pk)
 
 
@@ -97,8 +86,6 @@ def _finish_failed(item: ApprovalExecution, *, worker: str, approval: Approval, 
 
 def execution_run(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bool:
     """Run one execution item if this worker can claim it. True when this call executed the action."""
-    from tess_site.errors import TessError
-
     item = claim(ApprovalExecution, pk=item_id, worker=worker)
     if item is None:
         return False
@@ -143,13 +130,16 @@ def execution_requeue_due() -> int:
 
     Periodic (Celery beat, ``approvals-requeue-due``). Waking an item twice is harmless: only one claim wins.
     """
-    now = timezone.now()
-    lost = now - timedelta(seconds=settings.TESS_LEASE_SECONDS)
-    due = list(
-        ApprovalExecution.objects.filter(state=LeaseState.PENDING)
-        .filter(Q(attempts__gt=0, available_at__lte=now) | Q(attempts=0, available_at__lte=lost))
-        .values_list("pk", flat=True)[:500]
-    )
-    for pk in due:
-        wake_execution(pk)
-    return len(due)
+    return requeue_due(ApprovalExecution, wake_execution, unattempted_grace_seconds=settings.TESS_LEASE_SECONDS)
+
+
+@shared_task(name="approvals_app.tasks.execute_approval", ignore_result=True)
+def execute_approval(item_id: int) -> bool:
+    """Execute one approved action, if no other worker holds its execution item."""
+    return execution_run(item_id=item_id, worker=new_worker_id())
+
+
+@shared_task(name="approvals_app.tasks.requeue_due_executions", ignore_result=True)
+def requeue_due_executions() -> int:
+    """Periodic: wake execution items that are due again after a transient failure."""
+    return execution_requeue_due()

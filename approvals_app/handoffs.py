@@ -19,23 +19,22 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from rest_framework import status as http
 
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, InvalidInput, NotFound, TessError
-from tess_site.leases import LeaseState, claim, complete, fail, new_worker_id
+from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, new_worker_id, requeue_due
 from tess_site.scope import Channel, Role, Scope
 from tess_site.tasks import enqueue_on_commit
 
 from .handoff_adapters import Envelope, MosRefused, MosResult, MosTransient, configured_adapter, redis_adapter
 from .models import Handoff
-from .services import record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -176,10 +175,6 @@ def _envelope(handoff: Handoff) -> Envelope:
     )
 
 
-class LeaseLost(Exception):
-    """The dispatching worker's lease was swept before it could record the dispatch."""
-
-
 def _mark_failed(handoff: Handoff, *, worker: str, code: str) -> None:
     with transaction.atomic():
         Handoff.objects.filter(pk=handoff.pk, lease_owner=worker).update(
@@ -291,21 +286,9 @@ def wake_handoff(pk: object) -> None:
 
 
 def handoffs_requeue_due() -> int:
-    """Wake hand-offs whose retry is due (their task gave up or never ran)."""
-    now = timezone.now()
-    due = list(
-        Handoff.objects.filter(
-            state=LeaseState.PENDING,
-            available_at__lte=now,
-            created_at__lt=now - timedelta(seconds=5),
-            status=Status.QUEUED,
-        )
-        .exclude(adapter="")
-        .values_list("pk", flat=True)[:500]
-    )
-    for pk in due:
-        wake_handoff(pk)
-    return len(due)
+    """Wake hand-offs whose retry is due (their task gave up or never ran), while queued for an adapter."""
+    where = Q(status=Status.QUEUED) & ~Q(adapter="")
+    return requeue_due(Handoff, wake_handoff, where=where, settle_seconds=5)
 
 
 # --- tasks: ids in, one service call -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Approvals and the audit feed."""
+"""Confirm cards, approval requests and their execution, and Mos hand-offs."""
 
 from __future__ import annotations
 
@@ -11,58 +11,6 @@ from django.utils import timezone
 
 from tess_site.accounts.models import Tenant
 from tess_site.leases import LeasedWork
-
-
-class AuditChainHead(models.Model):
-    """The latest sequence number and hash of one tenant's audit chain; locked by every writer.
-
-    Keeping the head in its own row lets writers serialize per tenant (``SELECT … FOR UPDATE``) without
-    locking the tenant row or scanning the feed.
-    """
-
-    tenant = models.OneToOneField(Tenant, on_delete=models.PROTECT, primary_key=True, related_name="audit_head")
-    last_seq = models.BigIntegerField(default=0)
-    last_hash = models.CharField(max_length=64, default="")
-
-    def __str__(self) -> str:
-        return f"{self.tenant_id} at #{self.last_seq}"
-
-
-class AuditEvent(models.Model):
-    """One append-only audit record, hash-chained per tenant.
-
-    On PostgreSQL, triggers reject UPDATE, DELETE and TRUNCATE on this table; ``tess_audit_verify``
-    recomputes the chains. ``metadata`` holds identifiers and small values only, never free text from
-    users (no message or memory text, no secrets): ``record_audit`` enforces it.
-    """
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_events")
-    seq = models.BigIntegerField()
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
-    actor_label = models.CharField(max_length=150)
-    channel = models.CharField(max_length=16)
-    action = models.CharField(max_length=64)
-    target_type = models.CharField(max_length=64)
-    target_id = models.CharField(max_length=64, blank=True)
-    outcome = models.CharField(max_length=32)
-    correlation_id = models.CharField(max_length=128)
-    metadata = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64)
-
-    class Meta:
-        ordering = ["tenant_id", "seq"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "seq"], name="audit_seq_unique_per_tenant")]
-        indexes = [
-            models.Index(fields=["tenant", "-seq"]),
-            models.Index(fields=["correlation_id"]),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.tenant_id}#{self.seq} {self.action} {self.target_type}:{self.target_id} {self.outcome}"
 
 
 class Card(models.Model):

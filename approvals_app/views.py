@@ -32,14 +32,8 @@ from tess_site.context import get_correlation_id
 from tess_site.errors import InvalidInput, TessError
 from tess_site.scope import Channel, Scope
 
-from .approvals import (
-    ApprovalLinkNotYours,
-    approval_decide,
-    approval_link_viewed,
-    display_status,
-    link_check,
-    link_for_token,
-)
+from .approvals import ApprovalLinkNotYours, display_status
+from .decisions import approval_decide, approval_link_viewed, link_for_token
 from .models import ApprovalLink
 
 
@@ -92,7 +86,7 @@ def _is_mine(request: HttpRequest, link: ApprovalLink) -> bool:
     return bool(request.user.is_authenticated and link.approver_id == request.user.pk)
 
 
-def _approver_scope(request: HttpRequest, link: ApprovalLink) -> Scope:
+def _link_scope(request: HttpRequest, link: ApprovalLink) -> Scope:
     """The approver's Scope in the approval's tenant (whatever tenant the browser session has selected)."""
     base = scope_for_credential(
         user=request.user,
@@ -144,9 +138,8 @@ def approval_page(request: HttpRequest, token: str) -> HttpResponse:
     link: ApprovalLink | None = None
     try:
         link = link_for_token(token)
-        scope = _approver_scope(request, link)
+        scope = _link_scope(request, link)
         if request.method == "GET":
-            link_check(link, user_id=request.user.pk)
             approval_link_viewed(scope, link=link)
             return _show(request, link)
         decision = request.POST.get("decision", "")

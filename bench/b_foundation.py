@@ -6,11 +6,11 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from approvals_app.services import record_audit
 from bench.common import Row, per_op_us
 from tess_site.accounts import services as accounts
 from tess_site.accounts.models import PersonalToken
 from tess_site.accounts.selectors import roles_for
+from tess_site.audit.services import record_audit
 from tess_site.scope import Channel, Role, Scope
 
 N = 300

@@ -20,10 +20,10 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals_app.services import record_audit
 from bench.common import Row, percentile
 from memory_app.recall import recall_for_prompt
 from tess_site.accounts import services as accounts
+from tess_site.audit.services import record_audit
 from tess_site.scope import Channel, Role, Scope
 
 SMALL = 1_000

@@ -125,7 +125,7 @@ class CodingMemoryExportAdmin(_TenantMemberAdmin):
 # reference, not even superusers. There is no detail page (its title would name the slot) and no search (a
 # search over values would be an oracle for them).
 
-from approvals_app.admin import TenantFilter, readable_tenant_ids  # noqa: E402
+from tess_site.admin import TenantFilter, readable_tenant_ids  # noqa: E402
 
 from .models import OperatorMemory  # noqa: E402
 

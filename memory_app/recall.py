@@ -20,12 +20,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from tess_site.refs import resolve_many
 from tess_site.rows import hot_cursor
 from tess_site.scope import Role, Scope
 
 from .errors import loud
 from .policy import RECALL_MAX_CHARS, RECALL_MAX_ROWS, Category
-from .refs import resolve_many
 from .selectors import report_invalid, row_problem
 from .switch import MemoryScope
 

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from tess_site.refs import parse_ref
 from tess_site.scope import Scope
 
 from .errors import loud
@@ -30,7 +31,6 @@ from .policy import (
     Category,
     canonicalize,
 )
-from .refs import parse_ref
 from .switch import MemoryScope, memory_served
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,9 @@ from django.utils import timezone
 
 from approvals_app.cards import card_propose, cards_scrub_pending
 from approvals_app.models import Card
-from approvals_app.services import record_audit
 from tess_site.accounts.models import Tenant
+from tess_site.audit.services import record_audit
+from tess_site.refs import has_resolver, parse_ref, resolve
 from tess_site.scope import Channel, Scope
 
 from .errors import (
@@ -49,7 +50,6 @@ from .policy import (
     parse_category,
 )
 from .recall import Recall, recall_for_prompt
-from .refs import has_resolver, parse_ref, resolve
 from .selectors import current_rows, history_rows
 from .switch import memory_scope_for, memory_served
 

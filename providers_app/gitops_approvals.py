@@ -15,7 +15,7 @@ from typing import Any
 
 from approvals_app.approvals import ApprovalNotUsable, approval_consume
 from approvals_app.models import Approval
-from approvals_app.services import record_audit
+from tess_site.audit.services import record_audit
 from tess_site.errors import InvalidInput
 from tess_site.scope import Scope
 

@@ -14,9 +14,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from approvals_app.admin import ReadOnlyTenantScopedAdmin, readable_tenant_ids
-from approvals_app.models import AuditEvent
 from tess_site.accounts.models import Tenant
+from tess_site.admin import ReadOnlyTenantScopedAdmin, readable_tenant_ids
+from tess_site.audit.models import AuditEvent
 
 from .models import Session, SessionEvent, SessionMigration
 

@@ -20,13 +20,13 @@ from django.contrib.auth import get_user_model
 from approvals_app.approvals import ApprovalNotUsable, approval_consume, register_action_executor
 from approvals_app.executions import undo_on_failure
 from approvals_app.models import Approval
-from approvals_app.services import record_audit
 from providers_app.bootstrap import bootstrap_command
 from providers_app.capabilities import CapabilityName, capability, register_capability_operation
 from providers_app.diagnostics import OPEN_STATES, bounded_reads, capped_count
 from providers_app.registry import get_provider
 from tess_site.accounts.models import ExternalIdentity
 from tess_site.accounts.selectors import roles_for
+from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, InvalidInput
 from tess_site.scope import Role, Scope
 

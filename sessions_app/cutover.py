@@ -17,8 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework import status
 
-from approvals_app.services import record_audit
 from providers_app.registry import instances_for_tenant
+from tess_site.audit.services import record_audit
 from tess_site.errors import TessError
 from tess_site.metrics import SESSION_CUTOVERS
 from tess_site.scope import Scope

@@ -26,13 +26,13 @@ from rest_framework import status
 
 from approvals_app.handoffs import handoff_create, result_text
 from approvals_app.models import Handoff
-from approvals_app.services import record_audit
 from memory_app.errors import MemoryUnavailable
 from memory_app.plugin.registry import operator_memory_plugin
 from memory_app.services import Recall, memory_propose, memory_scope_for, recall_for_prompt
 from providers_app.contract import ProviderError
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
+from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, InvalidInput, TessError, envelope
 from tess_site.scope import Channel, Role, Scope
 

@@ -23,11 +23,11 @@ from typing import Any
 from rest_framework import status as http
 
 from approvals_app.models import Approval
-from approvals_app.services import record_audit
 from providers_app.bootstrap import bootstrap_command
 from providers_app.capabilities import CapabilityDescriptor, CapabilityName, capability
 from providers_app.catalog import Authority, CatalogEntry, catalog_entry, validate_input
 from providers_app.gitops import repo_path
+from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, TessError, envelope
 from tess_site.scope import Role, Scope
 

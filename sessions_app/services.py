@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -19,7 +18,6 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
 from approvals_app.models import Approval
-from approvals_app.services import record_audit
 from providers_app.contract import (
     AttachmentRequired,
     ProviderError,
@@ -30,8 +28,9 @@ from providers_app.contract import (
 )
 from providers_app.contract import AttachMode as ProviderAttachMode
 from providers_app.registry import configured_instances, get_provider
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
-from tess_site.leases import LeaseState, claim, complete, fail
+from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, requeue_due
 from tess_site.rows import hot_cursor
 from tess_site.scope import Channel, Role, Scope
 
@@ -358,10 +357,6 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem
     return item
 
 
-class LeaseLost(Exception):
-    """The worker's lease was swept and handed on before it could record its delivery."""
-
-
 def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bool:
     """Deliver one inbox item if this worker can claim it. True when this call delivered it.
 
@@ -420,15 +415,7 @@ def wake_inbox_item(pk: object) -> None:
 
 def inbox_requeue_due() -> int:
     """Wake items left pending after a transient failure once they are due again (their task gave up)."""
-    stale = timezone.now() - timedelta(seconds=5)
-    due = list(
-        InboxItem.objects.filter(
-            state=LeaseState.PENDING, available_at__lte=timezone.now(), created_at__lt=stale
-        ).values_list("pk", flat=True)[:500]
-    )
-    for pk in due:
-        wake_inbox_item(pk)
-    return len(due)
+    return requeue_due(InboxItem, wake_inbox_item, settle_seconds=5)
 
 
 # --- terminate ----------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from approvals_app.approvals import ApprovalNotUsable, approval_consume, approval_request, display_status
 from approvals_app.models import Approval
-from approvals_app.services import record_audit
 from providers_app.registry import get_provider
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, InvalidInput, NotFound
 from tess_site.scope import Scope
 

@@ -2,14 +2,12 @@ from django.apps import AppConfig
 
 
 class TessSiteConfig(AppConfig):
-    """Wiring of the base: signal receivers that belong to no app."""
+    """The base's own start-up wiring: signal receivers that belong to no app."""
 
     name = "tess_site"
     verbose_name = "Tess"
 
     def ready(self) -> None:
-        from django.core.signals import request_finished
+        from . import wiring
 
-        from .context import clear_correlation_id
-
-        request_finished.connect(clear_correlation_id, dispatch_uid="tess-clear-correlation-id")
+        wiring.connect()

@@ -17,8 +17,12 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
+
+
+class LeaseLost(Exception):
+    """A worker's lease expired and the item was handed on before the worker could record its result."""
 
 
 class LeaseState(models.TextChoices):
@@ -136,3 +140,45 @@ def sweep(model: type[LeasedWork], wake: Callable[[object], None]) -> list[objec
         for pk in requeued:
             transaction.on_commit(partial(wake, pk))
     return requeued
+
+
+REQUEUE_BATCH = 500
+
+
+def requeue_due(
+    model: type[LeasedWork],
+    wake: Callable[[object], None],
+    *,
+    where: Q | None = None,
+    settle_seconds: int | None = None,
+    unattempted_grace_seconds: int | None = None,
+) -> int:
+    """Wake pending items of ``model`` that are due again; returns how many (periodic, per kind of work).
+
+    An item left ``pending`` after a transient failure has no task any more once its task gave up: this
+    wakes it when ``available_at`` comes. The kinds differ in which items a fresh wake-up may still be on
+    its way for, and those are left alone:
+
+    - ``settle_seconds``: items created less than this long ago (their first wake-up is queued on commit);
+    - ``unattempted_grace_seconds``: items never attempted are woken only this long after they were due
+      (their wake-up was lost, e.g. the broker was down); items attempted before are woken when due.
+
+    ``where`` narrows the items further (a hand-off is only re-dispatched while queued for an adapter).
+    Waking an item twice is harmless: only one claim wins.
+    """
+    now = timezone.now()
+    items = model._default_manager.filter(state=LeaseState.PENDING)
+    if unattempted_grace_seconds is None:
+        items = items.filter(available_at__lte=now)
+    else:
+        lost = now - timedelta(seconds=unattempted_grace_seconds)
+        items = items.filter(Q(attempts__gt=0, available_at__lte=now) | Q(attempts=0, available_at__lte=lost))
+    if settle_seconds is not None:
+        # Every kind that settles has its own ``created_at`` (LeasedWork itself does not).
+        items = items.filter(created_at__lt=now - timedelta(seconds=settle_seconds))  # type: ignore[misc]
+    if where is not None:
+        items = items.filter(where)
+    due = list(items.values_list("pk", flat=True)[:REQUEUE_BATCH])
+    for pk in due:
+        wake(pk)
+    return len(due)

@@ -6,6 +6,7 @@ from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from .accounts.login import login_view
+from .audit_api import AuditListView
 from .errors import error_response
 from .health import HealthView, healthz
 from .metrics_http import metrics_view
@@ -13,6 +14,7 @@ from .middleware import API_PREFIX
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include("tess_site.accounts.api.urls")),
+    path("audit/", AuditListView.as_view(), name="audit-list"),
     path("", include("approvals_app.api.urls")),
     path("", include("approvals_app.api.card_urls")),
     path("", include("memory_app.api.urls")),

@@ -21,8 +21,9 @@ from django.db import connection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from approvals_app.models import Approval, ApprovalExecution, AuditEvent
+from approvals_app.models import Approval, ApprovalExecution
 from sessions_app.models import InboxItem, Session, SessionEvent
+from tess_site.audit.models import AuditEvent
 from tess_site.leases import LeaseState
 from tests.tess_site.children import wait_until
 

@@ -15,9 +15,9 @@ from collections import Counter
 import pytest
 from django.contrib.auth.models import User
 
-from approvals_app.models import AuditEvent
 from bench.load import LoadConfig, LoadResult, load_seconds, run_load, stream_problems
 from sessions_app.models import IdempotencyRecord, IdempotencyState, Session, SessionEvent
+from tess_site.audit.models import AuditEvent
 
 from .cluster import Cluster
 from .test_cluster import _start_session

@@ -1,9 +1,8 @@
 from django.urls import path
 
-from . import approval_views, handoff_views, views
+from . import approval_views, handoff_views
 
 urlpatterns = [
-    path("audit/", views.AuditListView.as_view(), name="audit-list"),
     path("handoffs/", handoff_views.HandoffListView.as_view(), name="handoff-list"),
     path("handoffs/<str:handoff_id>/result/", handoff_views.HandoffResultView.as_view(), name="handoff-result"),
     path("approvals/", approval_views.ApprovalListView.as_view(), name="approval-list"),

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from approvals_app.services import record_audit
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tess_site.scope import Channel, Role, Scope
 from tess_site.tasks import enqueue_on_commit

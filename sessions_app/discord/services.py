@@ -16,7 +16,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework import status
 
-from approvals_app.services import record_audit
 from sessions_app import selectors
 from sessions_app.gateway import IngressEnvelope, turn_handle
 from sessions_app.models import IngressBinding, IngressChannel, OutboxItem, Session, SessionEvent
@@ -25,6 +24,7 @@ from sessions_app.services import ingress_bind
 from tess_site.accounts.models import ExternalIdentity
 from tess_site.accounts.selectors import roles_for
 from tess_site.accounts.services import identity_link
+from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, InvalidInput, NotFound, TessError
 from tess_site.scope import Channel, Role, Scope
 

@@ -13,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from tess_site import rows
-from tess_site.audit_port import audit
+from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput
 from tess_site.scope import Channel, Role, Scope
 
@@ -89,7 +89,7 @@ def token_issue(*, scope: Scope, name: str, days: int | None = None, holder: Use
             token_hash=tokens.digest(plaintext),
             expires_at=timezone.now() + timedelta(days=lifetime),
         )
-        audit(
+        record_audit(
             scope,
             action="token.issue",
             target_type="token",
@@ -104,7 +104,7 @@ def token_revoke(*, scope: Scope, token: PersonalToken) -> bool:
     """Revoke ``token``; returns False if it was already revoked. Idempotent."""
     with transaction.atomic():
         changed = PersonalToken.objects.filter(pk=token.pk, revoked_at=None).update(revoked_at=timezone.now())
-        audit(
+        record_audit(
             scope,
             action="token.revoke",
             target_type="token",
@@ -177,7 +177,7 @@ def _token_by_prefix(prefix: str) -> tuple[PersonalToken, frozenset[Role]] | Non
 
 
 def identity_link(*, scope: Scope, provider: str, external_id: str) -> ExternalIdentity:
-    """Link an external identity to the scope's actor. A later issue adds the Discord link-code flow."""
+    """Link an external identity to the scope's actor."""
     if scope.actor is None:
         raise InvalidInput("system scopes cannot link identities")
     try:
@@ -185,7 +185,9 @@ def identity_link(*, scope: Scope, provider: str, external_id: str) -> ExternalI
             link = ExternalIdentity.objects.create(
                 tenant=scope.tenant, user=scope.actor, provider=provider, external_id=external_id
             )
-            audit(scope, action="identity.link", target_type="external_identity", target_id=str(link.pk), outcome="ok")
+            record_audit(
+                scope, action="identity.link", target_type="external_identity", target_id=str(link.pk), outcome="ok"
+            )
     except IntegrityError as exc:
         raise Conflict("that identity is already linked in this tenant") from exc
     return link

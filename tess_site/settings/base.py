@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "channels",
     "tess_site",
     "tess_site.accounts",
+    "tess_site.audit",
     "approvals_app",
     "memory_app",
     "providers_app",

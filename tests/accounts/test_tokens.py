@@ -9,9 +9,9 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from approvals_app.models import AuditEvent
 from tess_site.accounts import services, tokens
 from tess_site.accounts.models import PersonalToken
+from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
 
 pytestmark = pytest.mark.django_db

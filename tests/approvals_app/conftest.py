@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from approvals_app.models import AuditEvent
-from approvals_app.services import record_audit
+from tess_site.audit.models import AuditEvent
+from tess_site.audit.services import record_audit
 from tess_site.scope import Scope
 from tests.conftest import AUDIT_TABLE
 

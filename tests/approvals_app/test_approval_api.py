@@ -41,7 +41,7 @@ def test_a_malformed_id_is_404(mailed, api_as):
 def test_the_list_is_read_only_and_filters_by_status(
     mailed, request_touch, api_as, executed, django_capture_on_commit_callbacks
 ):
-    from approvals_app.approvals import approval_decide
+    from approvals_app.decisions import approval_decide
     from tests.conftest import scope_of
 
     first, second = request_touch(target_id="doc-1"), request_touch(target_id="doc-2")

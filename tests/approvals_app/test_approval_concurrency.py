@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from approvals_app.models import Approval, ApprovalExecution, ApprovalLink, AuditEvent
+from approvals_app.models import Approval, ApprovalExecution, ApprovalLink
+from tess_site.audit.models import AuditEvent
 from tests.approvals_app.approval_fixtures import approver2, token_of
 from tests.conftest import csrf_token
 

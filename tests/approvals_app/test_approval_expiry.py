@@ -10,9 +10,11 @@ import pytest
 from django.utils import timezone
 
 from approvals_app import approvals
-from approvals_app.approvals import approval_decide, approvals_expire_lapsed
-from approvals_app.models import Approval, ApprovalExecution, AuditEvent
+from approvals_app.approvals import approvals_expire_lapsed
+from approvals_app.decisions import approval_decide
+from approvals_app.models import Approval, ApprovalExecution
 from approvals_app.tasks import expire_lapsed_approvals
+from tess_site.audit.models import AuditEvent
 from tess_site.errors import TessError
 from tests.approvals_app.approval_fixtures import approver2, token_of, tokens_by_recipient
 from tests.conftest import csrf_token, scope_of

@@ -29,7 +29,8 @@ from rest_framework.test import APIClient
 
 from approvals_app.approvals import approval_request
 from approvals_app.executions import execution_run
-from approvals_app.models import Approval, ApprovalExecution, ApprovalLink, AuditEvent
+from approvals_app.models import Approval, ApprovalExecution, ApprovalLink
+from tess_site.audit.models import AuditEvent
 from tests.approvals_app.approval_fixtures import ACTION, Executed, approver2, tokens_by_recipient
 from tests.conftest import Cast, csrf_token, scope_of
 

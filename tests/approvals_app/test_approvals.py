@@ -16,12 +16,13 @@ from approvals_app.approvals import (
     ApprovalNotUsable,
     NoEligibleApprover,
     approval_consume,
-    approval_decide,
     approval_request,
 )
+from approvals_app.decisions import approval_decide
 from approvals_app.executions import execution_run
-from approvals_app.models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings, AuditEvent
+from approvals_app.models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings
 from tess_site.accounts import services as accounts
+from tess_site.audit.models import AuditEvent
 from tess_site.errors import InvalidInput, TessError
 from tess_site.leases import LeaseState, claim, sweep
 from tess_site.scope import Role
@@ -199,10 +200,10 @@ def test_a_refused_execution_is_recorded_as_failed_and_not_retried(
 def test_a_dead_workers_execution_is_swept_back_and_finished_once(
     mailed, request_touch, executed, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from approvals_app import executions
+    from approvals_app import decisions
 
     approval = request_touch()
-    monkeypatch.setattr(executions, "queue_execution", _queue_without_running)
+    monkeypatch.setattr(decisions, "queue_execution", _queue_without_running)
     _approve(mailed, token_of(mailed.approver), django_capture_on_commit_callbacks)
     item = ApprovalExecution.objects.get(approval=approval)
     dead = claim(ApprovalExecution, pk=item.pk, worker="dead-worker")  # claimed, then the worker died
@@ -221,7 +222,7 @@ def _queue_without_running(approval: Approval) -> ApprovalExecution:
 
 
 def test_every_step_is_audited_without_free_text(mailed, request_touch, executed, django_capture_on_commit_callbacks):
-    from approvals_app.approvals import approval_link_viewed, link_for_token
+    from approvals_app.decisions import approval_link_viewed, link_for_token
 
     approval = request_touch(reason="a sentence someone typed")
     token = token_of(mailed.approver)
@@ -254,8 +255,7 @@ def test_approval_changes_reach_the_requester_over_ws_me(mailed, request_touch, 
 def test_a_transient_failure_is_retried_and_then_executes_once(
     mailed, request_touch, executed, django_capture_on_commit_callbacks
 ):
-    from approvals_app.executions import execution_requeue_due
-    from approvals_app.tasks import requeue_due_executions
+    from approvals_app.executions import execution_requeue_due, requeue_due_executions
 
     class Unreachable(TessError):
         code = "provider_unavailable"
@@ -278,7 +278,7 @@ def test_a_transient_failure_is_retried_and_then_executes_once(
 
 
 def test_pinned_approval_references_resolve_only_for_those_who_may_read_the_approval(mailed, request_touch):
-    from memory_app.refs import resolve
+    from tess_site.refs import resolve
 
     approval = request_touch()
     ref = f"approval:{approval.pk}"

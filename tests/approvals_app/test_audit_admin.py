@@ -10,19 +10,19 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from approvals_app.models import AuditChainHead, AuditEvent
+from tess_site.audit.models import AuditChainHead, AuditEvent
 from tests.conftest import scope_of
 
-CHANGELIST = reverse("admin:approvals_app_auditevent_changelist")
-ADD = reverse("admin:approvals_app_auditevent_add")
+CHANGELIST = reverse("admin:audit_auditevent_changelist")
+ADD = reverse("admin:audit_auditevent_add")
 
 
 def change_url(event: AuditEvent) -> str:
-    return reverse("admin:approvals_app_auditevent_change", args=[event.pk])
+    return reverse("admin:audit_auditevent_change", args=[event.pk])
 
 
 def delete_url(event: AuditEvent) -> str:
-    return reverse("admin:approvals_app_auditevent_delete", args=[event.pk])
+    return reverse("admin:audit_auditevent_delete", args=[event.pk])
 
 
 def admin_client(user: User) -> Client:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from approvals_app.models import AuditEvent
+from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
 
 URL = "/api/v1/audit/"

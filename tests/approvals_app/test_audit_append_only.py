@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from approvals_app.models import AuditEvent
+from tess_site.audit.models import AuditEvent
 from tests.conftest import AUDIT_TABLE, scope_of
 
 pytestmark = pytest.mark.postgres

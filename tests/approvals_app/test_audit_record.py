@@ -9,9 +9,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from approvals_app.audit import UnsafeMetadata
-from approvals_app.models import AuditChainHead, AuditEvent
-from approvals_app.services import record_audit
+from tess_site.audit.chain import UnsafeMetadata
+from tess_site.audit.models import AuditChainHead, AuditEvent
+from tess_site.audit.services import record_audit
 from tests.conftest import scope_of
 
 

@@ -10,9 +10,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import QuerySet
 
-from approvals_app import selectors
-from approvals_app.audit import GENESIS, chain_hash, row_hash
-from approvals_app.models import AuditChainHead, AuditEvent
+from tess_site.audit import selectors
+from tess_site.audit.chain import GENESIS, chain_hash, row_hash
+from tess_site.audit.models import AuditChainHead, AuditEvent
 from tests.approvals_app.conftest import tamper
 from tests.conftest import AUDIT_TABLE, scope_of
 

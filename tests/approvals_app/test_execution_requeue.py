@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from approvals_app.approvals import approval_decide
+from approvals_app.decisions import approval_decide
 from approvals_app.executions import execution_requeue_due
 from approvals_app.models import ApprovalExecution
 from tess_site.leases import LeaseState

@@ -26,10 +26,11 @@ from approvals_app.handoffs import (
     handoff_results_read,
     handoffs_requeue_due,
 )
-from approvals_app.models import AuditEvent, Handoff
-from memory_app.refs import resolve
+from approvals_app.models import Handoff
 from sessions_app.models import Session, SessionEvent
+from tess_site.audit.models import AuditEvent
 from tess_site.leases import LeaseState, claim
+from tess_site.refs import resolve
 from tess_site.tasks import sweep_expired_leases
 from tests.conftest import scope_of
 

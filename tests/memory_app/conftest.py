@@ -45,8 +45,8 @@ def remember(confirm_write) -> Callable[..., Confirmed]:
 @pytest.fixture
 def audit_ref(cast) -> str:
     """A reference the owner can read: an audit row of acme, visible because the test grants auditor."""
-    from approvals_app.services import record_audit
     from tess_site.accounts import services as accounts
+    from tess_site.audit.services import record_audit
     from tess_site.scope import Role
 
     accounts.membership_grant(tenant=cast.acme, user=cast.owner, role=Role.AUDITOR)

@@ -21,7 +21,7 @@ def test_no_admin_page_shows_an_operator_note_not_even_to_a_superuser(cast, clie
     assert OperatorMemory.objects.count() == 1
     root = get_user_model().objects.create_superuser("root", "root@example.invalid", "root-pass-1234")
     client.force_login(root)
-    for url in ("/admin/", "/admin/memory_app/", "/admin/approvals_app/card/", "/admin/approvals_app/auditevent/"):
+    for url in ("/admin/", "/admin/memory_app/", "/admin/approvals_app/card/", "/admin/audit/auditevent/"):
         response = client.get(url)
         assert b"lead with sev0" not in response.content, url
     assert client.get(f"/admin/memory_app/operatormemory/{OperatorMemory.objects.get().pk}/change/").status_code == 403

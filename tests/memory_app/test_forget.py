@@ -7,9 +7,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from approvals_app.models import AuditEvent, Card
+from approvals_app.models import Card
 from memory_app.models import OperatorMemory, OperatorMemoryHistory
 from memory_app.services import memory_propose
+from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
 
 

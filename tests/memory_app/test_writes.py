@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from approvals_app.models import AuditEvent, Card
-from memory_app import refs
+from approvals_app.models import Card
 from memory_app.models import OperatorMemory, OperatorMemoryHistory
 from memory_app.services import memory_propose
+from tess_site import refs
+from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
 
 from .conftest import rows_of

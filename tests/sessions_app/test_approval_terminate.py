@@ -8,9 +8,10 @@ import pytest
 from django.core import mail
 
 from approvals_app.executions import execution_run
-from approvals_app.models import Approval, ApprovalExecution, AuditEvent
+from approvals_app.models import Approval, ApprovalExecution
 from providers_app.tmux import TmuxProvider
 from sessions_app.models import Session, SessionStatus
+from tess_site.audit.models import AuditEvent
 from tests.approvals_app.approval_fixtures import LINK_RE
 from tests.conftest import Cast, csrf_token
 

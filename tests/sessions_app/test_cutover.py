@@ -11,11 +11,11 @@ import pytest
 from django.db import connection
 from prometheus_client import REGISTRY
 
-from approvals_app.models import AuditEvent
 from providers_app.registry import reset_instances
 from sessions_app import cutover, services
 from sessions_app.discord.models import DiscordRelayCursor
 from sessions_app.models import IngressBinding, MigrationStatus, Session, SessionEvent, SessionMigration
+from tess_site.audit.models import AuditEvent
 from tess_site.errors import Forbidden, NotFound
 from tests.conftest import scope_of
 

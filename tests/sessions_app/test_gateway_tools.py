@@ -10,7 +10,8 @@ import pytest
 from django.core import mail
 
 from approvals_app.executions import execution_run
-from approvals_app.models import Approval, ApprovalExecution, AuditEvent, Handoff
+from approvals_app.models import Approval, ApprovalExecution, Handoff
+from tess_site.audit.models import AuditEvent
 from tests.approvals_app.approval_fixtures import LINK_RE
 from tests.conftest import Cast, csrf_token
 from tests.providers_app.git_repos import git, make_repo, ref

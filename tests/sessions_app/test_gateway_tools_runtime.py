@@ -10,9 +10,11 @@ import pytest
 from django.core import mail
 from django.db import connection
 
-from approvals_app.models import Approval, AuditEvent
+from approvals_app.models import Approval
 from providers_app.diagnostics import bounded_reads
 from sessions_app.models import InboxItem, Session
+from tess_site.audit.models import AuditEvent
+from tess_site.leases import LeaseLost
 from tests.conftest import Cast
 from tests.sessions_app.conftest import output_of, pump_until
 from tests.sessions_app.test_gateway_tools import approve, invoke
@@ -116,7 +118,7 @@ def test_a_runtime_started_by_a_worker_that_lost_its_lease_is_stopped_before_the
     real_complete = executions.complete
     executions.complete = lambda *args, **kwargs: False  # the sweeper gave the lease away meanwhile
     try:
-        with pytest.raises(executions.LeaseLost):
+        with pytest.raises(LeaseLost):
             executions.execution_run(item_id=item.pk, worker="slow-worker")
     finally:
         executions.complete = real_complete

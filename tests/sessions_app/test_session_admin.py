@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from approvals_app.services import record_audit
 from sessions_app import services
 from sessions_app.models import Session
 from sessions_app.stream import EventKind, system_body
+from tess_site.audit.services import record_audit
 from tests.conftest import scope_of
 
 pytestmark = pytest.mark.django_db

@@ -7,10 +7,10 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from memory_app.refs import resolve
 from sessions_app import events, services
 from sessions_app.models import Session, SessionEvent
 from sessions_app.stream import EventKind, system_body
+from tess_site.refs import resolve
 from tests.conftest import scope_of
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from providers_app.registry import get_provider
 from sessions_app import services
 from sessions_app.models import AttachMode, InboxItem, IngressBinding
 from sessions_app.tasks import deliver_inbox_item, pump_session, requeue_due_work
-from tess_site.leases import LeaseState, claim, new_worker_id
+from tess_site.leases import LeaseLost, LeaseState, claim, new_worker_id
 from tests.conftest import scope_of
 
 from .conftest import output_of, pump_until
@@ -51,7 +51,7 @@ def test_a_worker_that_typed_and_lost_its_lease_does_not_make_the_retry_type_aga
     session, item = queued
     real_complete = services.complete
     monkeypatch.setattr(services, "complete", lambda *args, **kwargs: False)  # the sweeper took the lease meanwhile
-    with pytest.raises(services.LeaseLost):
+    with pytest.raises(LeaseLost):
         services.inbox_deliver(item_id=item.pk, worker="slow-worker")
     monkeypatch.setattr(services, "complete", real_complete)
     InboxItem.objects.filter(pk=item.pk).update(state=LeaseState.PENDING)  # as the sweeper does

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from approvals_app.approvals import approvals_expire_lapsed
 from approvals_app.cards import card_confirm
-from approvals_app.models import Approval, AuditEvent, Card, Handoff
+from approvals_app.models import Approval, Card, Handoff
 from memory_app.models import OperatorMemory
 from memory_app.plugin.registry import reset_plugins
 from memory_app.services import memory_propose
@@ -21,6 +21,7 @@ from sessions_app.gateway import fallback_line
 from sessions_app.gateway_prompt import STABLE_PREFIX
 from sessions_app.models import Session, SessionEvent
 from sessions_app.services import session_grant
+from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
 from tests.providers_app.chat_standin import ChatStandIn, running_chat_standin
 

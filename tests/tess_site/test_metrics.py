@@ -19,7 +19,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from approvals_app.approvals import approval_decide
+from approvals_app.decisions import approval_decide
 from approvals_app.models import Approval
 from providers_app.health import check_provider_heartbeats
 from providers_app.registry import reset_instances

@@ -8,7 +8,6 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from approvals_app.models import AuditEvent
 from memory_app.coding.bridge import iso
 from memory_app.coding.models import CodingMemoryEntry, CodingMemoryExport
 from memory_app.coding.services import (
@@ -17,6 +16,7 @@ from memory_app.coding.services import (
     coding_memory_reject,
     coding_memory_request_review,
 )
+from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
 
 from .conftest import WORKSPACE

@@ -1,9 +1,9 @@
-"""Writes of the approvals app. ``record_audit`` is the one way anything enters the audit feed."""
+"""``record_audit``: the one way anything enters the audit feed."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -11,11 +11,8 @@ from django.utils import timezone
 from tess_site.rows import hot_cursor
 from tess_site.scope import Scope
 
-from .audit import GENESIS, chain_hash, check_metadata
+from .chain import GENESIS, chain_hash, check_metadata
 from .models import AuditChainHead, AuditEvent
-
-if TYPE_CHECKING:
-    from tess_site.accounts.models import Tenant
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 
@@ -44,7 +41,7 @@ def record_audit(
     # No savepoint of its own: the record belongs to the caller's transaction (or opens one), and a failure
     # here fails that whole transaction anyway.
     with transaction.atomic(savepoint=False):
-        last_seq, last_hash = _lock_head(scope.tenant)
+        last_seq, last_hash = _lock_head(scope.tenant.pk)
         # The row's own fields, hashed with its predecessor's hash and stored as they were hashed.
         fields: dict[str, Any] = {
             "seq": last_seq + 1,
@@ -82,16 +79,16 @@ _APPEND = f"""
 """  # noqa: S608 (table names are the models')
 
 
-def _lock_head(tenant: Tenant) -> tuple[int, str]:
+def _lock_head(tenant_id: int) -> tuple[int, str]:
     """The tenant chain's head, locked until the transaction ends; created on the tenant's first event."""
     if connection.vendor == "postgresql":
         with hot_cursor() as cursor:
-            cursor.execute(_LOCK_HEAD, [tenant.pk])
+            cursor.execute(_LOCK_HEAD, [tenant_id])
             row = cursor.fetchone()
         if row is not None:
             return row[0], row[1]
-    AuditChainHead.objects.get_or_create(tenant=tenant)
-    head = AuditChainHead.objects.select_for_update().get(tenant=tenant)
+    AuditChainHead.objects.get_or_create(tenant_id=tenant_id)
+    head = AuditChainHead.objects.select_for_update().get(tenant_id=tenant_id)
     return head.last_seq, head.last_hash
 
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from django.db import connection
 
-from approvals_app.models import AuditEvent
-from approvals_app.selectors import audit_events_visible
 from tess_site.errors import Forbidden
 from tess_site.scope import Scope
+
+from .models import AuditEvent
+from .selectors import audit_events_visible
 
 
 def audit_readable_many(scope: Scope, ids: list[str]) -> set[str]:
     """The seqs among ``ids`` that exist in the scope tenant's feed, if the scope may read the feed at all.
 
-    Who may read the feed is approvals_app's rule (``audit_events_visible``); the lookup itself is one
+    Who may read the feed is the feed's own rule (``audit_events_visible``); the lookup itself is one
     plain indexed query because recall re-grounds pins on every operator turn (bench/b_memory.py).
     """
     seqs = sorted({int(i) for i in ids if i.isdigit() and len(i) <= 18})

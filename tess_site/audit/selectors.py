@@ -1,16 +1,15 @@
-"""Permission-aware reads of the approvals app."""
+"""Permission-aware reads of the audit feed, and the chain verifier."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
-from tess_site.accounts.models import Membership, Tenant
 from tess_site.errors import Forbidden
 from tess_site.scope import Role, Scope
 
-from .audit import ChainBreak, ChainReport, missing_seqs, walk_chain
+from .chain import ChainBreak, ChainReport, missing_seqs, walk_chain
 from .models import AuditChainHead, AuditEvent
 
 AUDIT_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
@@ -36,7 +35,7 @@ def audit_tenant_ids_readable(*, user: Any) -> frozenset[int] | None:
     if user.is_superuser:
         return None
     roles = [role.value for role in AUDIT_READER_ROLES]
-    return frozenset(Membership.objects.filter(user_id=user.pk, role__in=roles).values_list("tenant_id", flat=True))
+    return frozenset(user.tess_memberships.filter(role__in=roles).values_list("tenant_id", flat=True))
 
 
 def audit_events_readable(*, tenant_ids: frozenset[int] | None) -> QuerySet[AuditEvent]:
@@ -45,12 +44,12 @@ def audit_events_readable(*, tenant_ids: frozenset[int] | None) -> QuerySet[Audi
     return events if tenant_ids is None else events.filter(tenant_id__in=tenant_ids)
 
 
-def _head(tenant: Tenant) -> tuple[int, str]:
-    head = AuditChainHead.objects.filter(tenant=tenant).values_list("last_seq", "last_hash").first()
+def _head(tenant: Model) -> tuple[int, str]:
+    head = AuditChainHead.objects.filter(tenant_id=tenant.pk).values_list("last_seq", "last_hash").first()
     return head if head is not None else (0, "")
 
 
-def audit_chain_verify(*, tenant: Tenant) -> ChainReport:
+def audit_chain_verify(*, tenant: Model) -> ChainReport:
     """Recompute ``tenant``'s whole hash chain, streaming it in seq order, and compare its end with the head.
 
     No Scope: this is the installation operator's check from the server console (``tess_audit_verify``),
@@ -58,7 +57,7 @@ def audit_chain_verify(*, tenant: Tenant) -> ChainReport:
     rows, so every row up to it is visible, and rows appended meanwhile are checked against a fresh read.
     """
     head_seq, head_hash = _head(tenant)
-    rows = AuditEvent.objects.filter(tenant=tenant).order_by("seq").iterator(chunk_size=VERIFY_CHUNK)
+    rows = AuditEvent.objects.filter(tenant_id=tenant.pk).order_by("seq").iterator(chunk_size=VERIFY_CHUNK)
     report = walk_chain(rows, head_seq=head_seq, head_hash=head_hash)
     if report.broken is not None:
         return report
@@ -74,7 +73,7 @@ def audit_chain_verify(*, tenant: Tenant) -> ChainReport:
         # Rows past the head we read: legitimate if a writer moved the head since, forged otherwise.
         now_seq, now_hash = _head(tenant)
         if now_seq < report.last_seq:
-            first = AuditEvent.objects.filter(tenant=tenant, seq=now_seq + 1).values_list("id", flat=True).first()
+            first = AuditEvent.objects.filter(tenant_id=tenant.pk, seq=now_seq + 1).values_list("id", flat=True).first()
             broken = ChainBreak(
                 seq=now_seq + 1,
                 row_id=first,

@@ -1,8 +1,13 @@
-"""Read-only audit feed API."""
+"""GET /api/v1/audit/: the read-only audit feed API.
+
+Beside the ``tess_site.audit`` package rather than inside it: the view authenticates through
+``tess_site.accounts``, which itself records into the feed.
+"""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,8 +16,28 @@ from tess_site.accounts.permissions import has_role
 from tess_site.api import ScopedAPIView, list_schema
 from tess_site.scope import Role
 
-from ..selectors import audit_events_visible
-from .serializers import AuditEventSerializer
+from .audit.models import AuditEvent
+from .audit.selectors import audit_events_visible
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "seq",
+            "actor_label",
+            "channel",
+            "action",
+            "target_type",
+            "target_id",
+            "outcome",
+            "correlation_id",
+            "metadata",
+            "created_at",
+            "prev_hash",
+            "hash",
+        ]
+        read_only_fields = fields
 
 
 class AuditCursor(CursorPagination):

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from approvals_app.selectors import audit_chain_verify
 from tess_site.accounts.models import Tenant
+from tess_site.audit.selectors import audit_chain_verify
 
 
 class Command(BaseCommand):

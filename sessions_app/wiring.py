@@ -1,0 +1,42 @@
+"""Everything sessions_app registers at start-up, in one place (called from ``AppConfig.ready``).
+
+Which executor runs for which approved action: ``session.terminate`` → ``terminate.execute_terminate``.
+"""
+
+from __future__ import annotations
+
+from approvals_app.approvals import register_action_executor, register_approval_observer
+from approvals_app.handoffs import register_handoff_observer
+from memory_app.plugin import register_capture_observer
+from tess_site.leases import register_leased_work
+from tess_site.refs import register_reference_resolver
+
+from . import pump, selectors
+from .catalog_capabilities import register as register_catalog_capabilities
+from .gateway import post_handoff_event
+from .lifecycle import post_capture_event
+from .models import InboxItem, OutboxItem
+from .outbox import wake_outbox_item
+from .services import wake_inbox_item
+from .terminate import ACTION, bind_terminate_parameters, execute_terminate, post_approval_event
+
+
+def connect() -> None:
+    register_leased_work(InboxItem, wake_inbox_item)
+    register_leased_work(OutboxItem, wake_outbox_item)
+    # seed 002: a pinned "session:<id>" resolves only while the operator can still read that session.
+    register_reference_resolver("session", lambda scope, ref: selectors.can_read_session(scope=scope, session_id=ref))
+    # Terminating is approved by a human, then executed here; approval and hand-off changes reach the stream.
+    register_action_executor(ACTION, execute_terminate, bind_parameters=bind_terminate_parameters)
+    register_approval_observer(post_approval_event)
+    register_handoff_observer(post_handoff_event)
+    # seed 000: every operational-memory capture shows in its session's stream (ids only).
+    register_capture_observer(post_capture_event)
+    # The durable inbox/state hooks, session counts, Discord status and runtime bootstrap in the catalog.
+    register_catalog_capabilities()
+
+
+def start() -> None:
+    """The side effect of starting up, apart from registrations: the embedded output pump, where configured."""
+    if pump.should_start():
+        pump.start_embedded_pump()
