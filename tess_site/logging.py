@@ -1,9 +1,11 @@
-"""Logging filters: every line carries its correlation id, and no line carries a credential."""
+"""Logging filters and formatters: every line carries its correlation id, and no line carries a credential."""
 
 from __future__ import annotations
 
 import logging
 import re
+
+from pythonjsonlogger.json import JsonFormatter
 
 from .context import get_correlation_id
 
@@ -15,6 +17,9 @@ _SECRET_PATTERNS = [
     re.compile(r"(?P<secret>\bsk-[A-Za-z0-9_-]{8,})"),
     re.compile(r"://[^/\s:@]*:(?P<secret>[^@\s/]+)@"),  # passwords in URLs, with or without a user name
     re.compile(r"(?i)(?:password|passwd|secret|api_key|apikey|token)\s*[=:]\s*(?P<secret>[^\s,;&]+)"),
+    # One-time approval links (/approvals/<token>/, also URL-encoded inside ?next=). A token is 43 characters,
+    # so the 36-character ids of /api/v1/approvals/<id>/ stay readable.
+    re.compile(r"(?i)approvals(?:/|%2F)(?P<secret>[A-Za-z0-9_-]{40,})"),
 ]
 
 
@@ -29,6 +34,28 @@ def redact(text: str) -> str:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(_mask, text)
     return text
+
+
+class RedactingFormatter(logging.Formatter):
+    """The text formatter, with credential shapes masked in the finished line.
+
+    The filter below cleans the message; this catches what formatters add after it: ``extra`` fields (Django
+    logs the request, whose repr holds the query string), stack information, and access-log lines.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+class RedactingJsonFormatter(JsonFormatter):
+    """The JSON formatter, with credential shapes masked in the finished line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def access_logger() -> logging.Logger:
+    return logging.getLogger("tess.access")
 
 
 class CorrelationIdFilter(logging.Filter):

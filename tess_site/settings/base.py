@@ -240,9 +240,12 @@ LOGGING = {
         "redact": {"()": "tess_site.logging.RedactSecretsFilter"},
     },
     "formatters": {
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"},
+        "text": {
+            "()": "tess_site.logging.RedactingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s",
+        },
         "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
+            "()": "tess_site.logging.RedactingJsonFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(correlation_id)s %(message)s",
             "rename_fields": {"asctime": "ts", "levelname": "level", "name": "logger"},
         },
@@ -258,6 +261,8 @@ LOGGING = {
     "loggers": {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "daphne": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # The HTTP and websocket access log of `python -m tess_site.asgi_server` (deploy/), masked like the rest.
+        "tess.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 

@@ -180,7 +180,8 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
 
     (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
     command = _command(start, env)
-    assert Path(command[0]).resolve() == (VENV_BIN / "daphne").resolve()
+    assert Path(command[0]).resolve() == (VENV_BIN / "python").resolve()
+    assert command[1:3] == ["-m", "tess_site.asgi_server"]
     child = start_child("tess-web", command, env)
 
     def get(path: str, **headers: str) -> tuple[int, bytes]:

@@ -1,0 +1,172 @@
+"""No log line carries a live credential: approval-link tokens and personal tokens are masked everywhere.
+
+The unit tests pin the masking; the last test runs the production web unit (daphne through
+``tess_site.asgi_server``, production settings and logging), walks a whole approval flow and a refused
+``?token=`` request, and scans every line the process wrote.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from urllib.parse import quote, urlparse
+
+import pytest
+from django.conf import settings as django_settings
+from django.test import Client
+from websockets.sync.client import connect
+
+from sessions_app.models import Session
+from tess_site.logging import RedactingFormatter, RedactingJsonFormatter, redact
+from tests.tess_site.children import Child, free_port, wait_until
+from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
+
+APPROVAL_TOKEN = "Zq3" + "x" * 40  # the shape of secrets.token_urlsafe(32): 43 URL-safe characters
+PERSONAL_TOKEN = "tess_abcd1234_" + "s" * 32
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f'127.0.0.1:5 - - [x] "GET /approvals/{APPROVAL_TOKEN}/" 200 10',
+        f'"GET /admin/login/?next=/approvals/{APPROVAL_TOKEN}/" 200',
+        f"GET /admin/login/?next=%2Fapprovals%2F{APPROVAL_TOKEN}%2F",
+        f"Forbidden (CSRF cookie not set.): /approvals/{APPROVAL_TOKEN}/",
+        f"Unauthorized: /api/v1/me/?token={PERSONAL_TOKEN}",
+    ],
+)
+def test_tokens_in_logged_urls_are_masked(line):
+    masked = redact(line)
+    assert APPROVAL_TOKEN not in masked and PERSONAL_TOKEN not in masked
+    assert "[redacted]" in masked
+
+
+def test_ids_in_api_urls_stay_readable():
+    line = f"GET /api/v1/approvals/{uuid.uuid4()}/"
+    assert redact(line) == line
+
+
+@pytest.mark.parametrize("formatter", [RedactingFormatter("%(message)s %(request)s"), RedactingJsonFormatter()])
+def test_the_formatters_mask_what_extra_fields_add(formatter):
+    # Django's request logging passes the request as an extra field; its repr carries the query string.
+    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "Unauthorized", None, None)
+    record.request = f"<ASGIRequest: GET '/api/v1/me/?token={PERSONAL_TOKEN}'>"
+    record.correlation_id = "-"
+    assert PERSONAL_TOKEN not in formatter.format(record)
+
+
+def _request(port: int, method: str, path: str, headers: dict[str, str], body: str = "") -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    try:
+        base = {"Host": "tess.example.com", "X-Forwarded-Proto": "https"}
+        conn.request(method, path, body=body or None, headers={**base, **headers})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _answers(port: int) -> bool:
+    try:
+        return _request(port, "GET", "/healthz", {})[0] == 200
+    except OSError:
+        return False
+
+
+def _browser_cookie(user) -> str:
+    browser = Client()
+    browser.force_login(user)
+    name = django_settings.SESSION_COOKIE_NAME
+    return f"{name}={browser.cookies[name].value}"
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_any_line(
+    tmp_path, cast, token_for, settings, start_child: Callable[..., Child]
+):
+    port = free_port()
+    discord = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}
+    mail = {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend", "EMAIL_FILE_PATH": str(tmp_path)}
+    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **discord, **mail)
+    (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
+    child = start_child("tess-web", _command(start, env), env)
+    assert wait_until(lambda: not child.alive() or _answers(port), timeout=60), child.output()
+    type(cast.approver).objects.filter(pk=cast.approver.pk).update(email="approver@example.com")
+    owner_token, approver_token = token_for(cast.owner), token_for(cast.approver)
+    session = Session.objects.create(
+        tenant=cast.acme, owner=cast.owner, title="logs", provider_instance="nowhere", runtime_id="$1"
+    )
+
+    # The owner asks; the approver's own drawer socket receives the one-time link.
+    me = connect(
+        f"ws://127.0.0.1:{port}/ws/me/", additional_headers={"Authorization": f"Bearer {approver_token}"}, proxy=None
+    )
+    with me:
+        asked = _request(
+            port,
+            "POST",
+            f"/api/v1/sessions/{session.pk}/terminate/",
+            {"Authorization": f"Bearer {owner_token}", "Content-Type": "application/json", "Idempotency-Key": "k1"},
+            "{}",
+        )
+        assert asked[0] == 202, asked
+        while (frame := json.loads(me.recv(timeout=30)))["kind"] != "approval.link":
+            pass
+    link = frame["body"]["url"]
+    token = urlparse(link).path.rstrip("/").rsplit("/", 1)[-1]
+    assert len(token) >= 40
+
+    page = f"/approvals/{token}/"
+    assert _request(port, "GET", page, {})[0] in (200, 302)  # a mail scanner following the link
+    assert _request(port, "GET", f"/admin/login/?next={quote(page)}", {})[0] == 200  # anonymous, sent to log in
+    assert _request(port, "POST", page, {"Content-Type": "application/x-www-form-urlencoded"}, "decision=approve")[
+        0
+    ] in (302, 403)  # no session, no CSRF token
+    # The session's auth hash is keyed by the server's SECRET_KEY: sign the approver in under the child's.
+    settings.SECRET_KEY = (tmp_path / "credentials" / "secret_key").read_text().strip()
+    cookie = _browser_cookie(cast.approver)
+    status, html, cookies = _page(port, page, cookie)
+    assert status == 200, html[:300]
+    csrf = html.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    csrf_cookie = next(part.split("=", 1)[1] for part in cookies if part.startswith("csrftoken="))
+    decided = _request(
+        port,
+        "POST",
+        page,
+        {
+            "Cookie": f"{cookie}; csrftoken={csrf_cookie}",
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": "https://tess.example.com",
+            "Referer": "https://tess.example.com" + page,
+        },
+        f"decision=approve&csrfmiddlewaretoken={csrf}",
+    )
+    assert decided[0] in (200, 302), decided
+    # A personal token put in the URL is refused, and must not be logged either.
+    assert _request(port, "GET", f"/api/v1/me/?token={owner_token}", {})[0] in (400, 401)
+    assert _request(port, "GET", "/healthz", {})[0] == 200  # the access log of the last request is written
+
+    assert wait_until(lambda: "/api/v1/me/?token=" in child.output(), timeout=10), child.output()[-3000:]
+    lines = child.output().splitlines()
+    assert any("/approvals/[redacted]" in line for line in lines)
+    for secret in (token, owner_token, approver_token, link):
+        leaked = [line for line in lines if secret in line]
+        assert not leaked, leaked[:3]
+
+
+def _page(port: int, path: str, cookie: str) -> tuple[int, str, list[str]]:
+    """A page as the signed-in browser loads it: status, HTML, and the cookies it sets (the form's CSRF cookie)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    try:
+        conn.request("GET", path, headers={"Host": "tess.example.com", "X-Forwarded-Proto": "https", "Cookie": cookie})
+        response = conn.getresponse()
+        html = response.read().decode()
+        cookies = [header.split(";", 1)[0] for header in response.headers.get_all("Set-Cookie") or []]
+        return response.status, html, cookies
+    finally:
+        conn.close()
