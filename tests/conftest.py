@@ -23,6 +23,7 @@ from tess_site.accounts.selectors import roles_for
 from tess_site.scope import Channel, Role, Scope
 
 AUDIT_TABLE = "approvals_app_auditevent"
+AUDIT_HEAD_TABLE = "approvals_app_auditchainhead"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -67,12 +68,11 @@ def _allow_flushing_audit_between_transactional_tests(
 
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         statements = original(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
-        if AUDIT_TABLE not in tables:
-            return statements
+        guarded = [table for table in (AUDIT_TABLE, AUDIT_HEAD_TABLE) if table in tables]
         return [
-            f'ALTER TABLE "{AUDIT_TABLE}" DISABLE TRIGGER USER;',
+            *(f'ALTER TABLE "{table}" DISABLE TRIGGER USER;' for table in guarded),
             *statements,
-            f'ALTER TABLE "{AUDIT_TABLE}" ENABLE TRIGGER USER;',
+            *(f'ALTER TABLE "{table}" ENABLE TRIGGER USER;' for table in guarded),
         ]
 
     # A live server child (browser and websocket tests) may still be writing when the harness truncates;

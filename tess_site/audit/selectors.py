@@ -49,6 +49,12 @@ def _head(tenant: Model) -> tuple[int, str]:
     return head if head is not None else (0, "")
 
 
+def audit_rows_verify(*, tenant: Model) -> ChainReport:
+    """Recompute ``tenant``'s rows alone (links, seqs, hashes), whatever the head says: before a head repair."""
+    rows = AuditEvent.objects.filter(tenant_id=tenant.pk).order_by("seq").iterator(chunk_size=VERIFY_CHUNK)
+    return walk_chain(rows, head_seq=-1, head_hash="")
+
+
 def audit_chain_verify(*, tenant: Model) -> ChainReport:
     """Recompute ``tenant``'s whole hash chain, streaming it in seq order, and compare its end with the head.
 

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from tess_site.errors import ServiceUnavailable
 from tess_site.rows import hot_cursor
 from tess_site.scope import Scope
 
 from .chain import GENESIS, chain_hash, check_metadata
 from .models import AuditChainHead, AuditEvent
 
+logger = logging.getLogger("tess.audit")
+
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+
+
+class AuditUnavailable(ServiceUnavailable):
+    """The tenant's chain head is missing or behind its rows: nothing audited can be written until an operator
+    runs ``tess_audit_verify --repair-head``. The change that needed the record is not made."""
+
+    code = "audit_unavailable"
+    default_message = "The audit feed cannot record right now; nothing was changed. An operator has been told."
+    retry_after_seconds = 60
 
 
 def record_audit(
@@ -87,6 +100,9 @@ def _lock_head(tenant_id: int) -> tuple[int, str]:
             row = cursor.fetchone()
         if row is not None:
             return row[0], row[1]
+        if AuditEvent.objects.filter(tenant_id=tenant_id).exists():
+            logger.error("audit chain head of tenant %s is missing: run tess_audit_verify --repair-head", tenant_id)
+            raise AuditUnavailable()
     AuditChainHead.objects.get_or_create(tenant_id=tenant_id)
     head = AuditChainHead.objects.select_for_update().get(tenant_id=tenant_id)
     return head.last_seq, head.last_hash
@@ -99,28 +115,52 @@ def _append(event: AuditEvent) -> None:
         return
     metadata = AuditEvent._meta.get_field("metadata").get_db_prep_save(event.metadata, connection)
     with hot_cursor() as cursor:
-        cursor.execute(
-            _APPEND,
-            [
-                event.tenant_id,
-                event.seq,
-                event.actor_id,
-                event.actor_label,
-                event.channel,
-                event.action,
-                event.target_type,
-                event.target_id,
-                event.outcome,
-                event.correlation_id,
-                metadata,
-                event.created_at,
-                event.prev_hash,
-                event.hash,
-                event.seq,
-                event.hash,
-                event.tenant_id,
-            ],
-        )
+        try:
+            cursor.execute(_APPEND, _append_params(event, metadata))
+        except IntegrityError as exc:
+            if "audit_seq_unique_per_tenant" not in str(exc):
+                raise
+            # The seq after the head is taken: the head is behind its rows.
+            logger.error(
+                "audit chain head of tenant %s is behind: run tess_audit_verify --repair-head", event.tenant_id
+            )
+            raise AuditUnavailable() from exc
         (event.pk,) = cursor.fetchone()
     event._state.adding = False
     event._state.db = connection.alias
+
+
+def _append_params(event: AuditEvent, metadata: Any) -> list[Any]:
+    return [
+        event.tenant_id,
+        event.seq,
+        event.actor_id,
+        event.actor_label,
+        event.channel,
+        event.action,
+        event.target_type,
+        event.target_id,
+        event.outcome,
+        event.correlation_id,
+        metadata,
+        event.created_at,
+        event.prev_hash,
+        event.hash,
+        event.seq,
+        event.hash,
+        event.tenant_id,
+    ]
+
+
+def audit_head_repair(*, tenant_id: int, last_seq: int, last_hash: str) -> None:
+    """Set a tenant's chain head to its verified last row (``tess_audit_verify --repair-head`` only).
+
+    The head's triggers refuse anything but one-step advances; this transaction alone is allowed more.
+    """
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('tess.audit_head_repair', 'on', true)")
+        AuditChainHead.objects.update_or_create(
+            tenant_id=tenant_id, defaults={"last_seq": last_seq, "last_hash": last_hash}
+        )

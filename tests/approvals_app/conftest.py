@@ -11,7 +11,7 @@ from django.db import connection
 from tess_site.audit.models import AuditEvent
 from tess_site.audit.services import record_audit
 from tess_site.scope import Scope
-from tests.conftest import AUDIT_TABLE
+from tests.conftest import AUDIT_HEAD_TABLE, AUDIT_TABLE
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def record_events() -> Callable[..., list[AuditEvent]]:
 
 
 def tamper(sql: str, params: list[Any] | None = None) -> None:
-    """Run ``sql`` against the audit table past the append-only triggers, as the table's owner could.
+    """Run ``sql`` against the audit tables past their triggers, as the tables' owner could.
 
     Only for tests of the verifier: the change stays inside the test's transaction.
     """
@@ -39,9 +39,11 @@ def tamper(sql: str, params: list[Any] | None = None) -> None:
         # Rows inserted earlier in the test's transaction leave deferred foreign-key checks pending, and
         # PostgreSQL will not ALTER a table with pending trigger events: run those checks now.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        cursor.execute(f'ALTER TABLE "{AUDIT_TABLE}" DISABLE TRIGGER USER')
+        for table in (AUDIT_TABLE, AUDIT_HEAD_TABLE):
+            cursor.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER USER')
         cursor.execute(sql, params)
-        cursor.execute(f'ALTER TABLE "{AUDIT_TABLE}" ENABLE TRIGGER USER')
+        for table in (AUDIT_TABLE, AUDIT_HEAD_TABLE):
+            cursor.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER USER')
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 

@@ -14,7 +14,7 @@ from tess_site.audit import selectors
 from tess_site.audit.chain import GENESIS, chain_hash, row_hash
 from tess_site.audit.models import AuditChainHead, AuditEvent
 from tests.approvals_app.conftest import tamper
-from tests.conftest import AUDIT_TABLE, scope_of
+from tests.conftest import AUDIT_HEAD_TABLE, AUDIT_TABLE, scope_of
 
 
 def verify(*args: str) -> tuple[str, str]:
@@ -115,7 +115,7 @@ def test_it_detects_deleted_rows_at_the_end_of_the_chain(acme_events):
 
 
 def test_it_detects_a_chain_head_that_does_not_match_the_last_row(acme_events):
-    AuditChainHead.objects.update(last_hash="f" * 64)
+    tamper(f'UPDATE "{AUDIT_HEAD_TABLE}" SET last_hash = %s', ["f" * 64])
 
     err = verify_fails()
 
@@ -123,7 +123,7 @@ def test_it_detects_a_chain_head_that_does_not_match_the_last_row(acme_events):
 
 
 def test_it_detects_rows_appended_past_the_chain_head(acme_events):
-    AuditChainHead.objects.update(last_seq=3, last_hash=acme_events[2].hash)
+    tamper(f'UPDATE "{AUDIT_HEAD_TABLE}" SET last_seq = 3, last_hash = %s', [acme_events[2].hash])
 
     err = verify_fails()
 
@@ -174,3 +174,35 @@ def test_it_streams_the_chain_in_chunks_instead_of_loading_it(acme_events, monke
 def test_it_refuses_an_unknown_tenant(cast):
     with pytest.raises(CommandError, match="no tenant 'nope'"):
         verify("--tenant", "nope")
+
+
+def test_repair_head_restores_a_missing_head_from_verified_rows(cast, acme_events):
+    tamper(f'DELETE FROM "{AUDIT_HEAD_TABLE}"')
+
+    out, err = verify("--repair-head")
+
+    assert "acme: chain head repaired (missing -> #5)" in out and err == ""
+    assert AuditChainHead.objects.get(tenant=cast.acme).last_hash == acme_events[-1].hash
+    assert "acme: 5 events verified; head #5" in out
+
+
+def test_repair_head_brings_a_head_that_fell_behind_up_to_the_last_row(cast, acme_events, record_events):
+    tamper(f'UPDATE "{AUDIT_HEAD_TABLE}" SET last_seq = 2, last_hash = %s', [acme_events[1].hash])
+
+    out, _ = verify("--repair-head")
+
+    assert "acme: chain head repaired (#2 -> #5)" in out
+    assert record_events(scope_of(cast.auditor, cast.acme), 1)[0].seq == 6  # audited writes work again
+
+
+def test_repair_head_never_repairs_over_rows_that_do_not_verify(cast, acme_events):
+    tamper(f'UPDATE "{AUDIT_TABLE}" SET outcome = %s WHERE id = %s', ["denied", acme_events[1].pk])
+    tamper(f'DELETE FROM "{AUDIT_HEAD_TABLE}"')
+
+    out = StringIO()
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("tess_audit_verify", "--repair-head", stdout=out, stderr=err)
+
+    assert "acme: rows do not verify at seq 2; head left as it is" in err.getvalue()
+    assert not AuditChainHead.objects.filter(tenant=cast.acme).exists()
