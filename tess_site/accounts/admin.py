@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -45,6 +46,10 @@ class TenantAdminMixin:
         ids = admin_tenant_ids(request)
         if db_field.name == "tenant" and ids is not None:
             kwargs["queryset"] = Tenant.objects.filter(pk__in=ids)
+        if db_field.name == "user" and ids is not None:
+            # A tenant admin picks among members of their own tenants: other tenants' people are not listed.
+            members = Membership.objects.filter(tenant_id__in=ids).values("user_id")
+            kwargs["queryset"] = get_user_model().objects.filter(pk__in=members).order_by("username")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
 

@@ -95,3 +95,29 @@ def test_the_tenant_filter_names_only_the_admins_tenants(cast, token_for):
     token_for(cast.owner)
     page = admin_client(cast.admin_user).get("/admin/accounts/membership/").content.decode()
     assert "globex" not in page.lower()
+
+
+@pytest.mark.parametrize("page", ["/admin/accounts/membership/add/", "/admin/accounts/personaltoken/add/"])
+def test_a_tenant_admin_is_offered_only_users_of_their_tenants(cast, page):
+    html = admin_client(cast.admin_user).get(page).content.decode()
+    offered = set(re.findall(r'<option value="\d+"[^>]*>([^<]+)</option>', html))
+    assert {"owner", "teammate", "approver", "auditor", "admin_user"} <= offered
+    assert "outsider" not in offered
+
+
+def test_a_tenant_admin_cannot_grant_their_tenant_to_another_tenants_user(cast):
+    from tess_site.accounts.models import Membership
+
+    response = admin_client(cast.admin_user).post(
+        "/admin/accounts/membership/add/", {"tenant": cast.acme.pk, "user": cast.outsider.pk, "role": "operator"}
+    )
+    assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
+    assert not Membership.objects.filter(tenant=cast.acme, user=cast.outsider).exists()
+
+
+def test_a_superuser_is_offered_every_user(cast):
+    from django.contrib.auth.models import User
+
+    root = User.objects.create_superuser("root", password="root-pass-1234")
+    html = admin_client(root).get("/admin/accounts/membership/add/").content.decode()
+    assert "outsider" in html and "owner" in html
