@@ -15,8 +15,10 @@ from celery import shared_task
 
 from tess_site.metrics import record_provider_health
 
+from tess_site.scope import Scope
+
 from .contract import ProviderError
-from .registry import configured_instances, get_provider
+from .registry import configured_instances, get_provider, instances_for_tenant
 
 logger = logging.getLogger(__name__)
 
@@ -42,16 +44,39 @@ def instance_health(name: str) -> dict[str, Any]:
     }
 
 
-def provider_health_report() -> dict[str, Any]:
+def provider_health_report(names: list[str] | None = None) -> dict[str, Any]:
     """``{"ok": bool, "instances": {name: {"ok", "kind", "detail", "heartbeat_at"}}}``; never raises.
 
-    ``ok`` is true when every configured instance is healthy (and when none is configured).
+    Covers ``names``, or every configured instance. ``ok`` is true when every one of them is healthy (and when
+    there are none).
     """
-    instances = {name: instance_health(name) for name in sorted(configured_instances())}
+    chosen = sorted(configured_instances()) if names is None else sorted(names)
+    instances = {name: instance_health(name) for name in chosen}
     for name, entry in instances.items():
         beat = datetime.fromisoformat(entry["heartbeat_at"]) if entry["heartbeat_at"] else None
         record_provider_health(instance=name, kind=entry["kind"], ok=entry["ok"], heartbeat_at=beat)
     return {"ok": all(entry["ok"] for entry in instances.values()), "instances": instances}
+
+
+def _member_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    """A provider's health detail without what only the installation's operator should see: paths, addresses,
+    user ids and process ids. States (booleans), counts and the error code remain."""
+    return {
+        key: value
+        for key, value in detail.items()
+        if key == "error" or isinstance(value, bool) or (isinstance(value, int) and "pid" not in key)
+    }
+
+
+def provider_health_for(scope: Scope) -> dict[str, Any]:
+    """The provider health a member of ``scope``'s tenant sees: the instances their tenant may use, with
+    ``_member_detail``. A superuser sees every instance in full, as ``/metrics`` does."""
+    if scope.actor is not None and scope.actor.is_superuser:
+        return provider_health_report()
+    report = provider_health_report(instances_for_tenant(scope.tenant.slug))
+    for entry in report["instances"].values():
+        entry["detail"] = _member_detail(entry["detail"])
+    return report
 
 
 @shared_task(name="providers_app.health.check_provider_heartbeats", ignore_result=True)

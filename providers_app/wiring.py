@@ -9,7 +9,7 @@ from __future__ import annotations
 from tess_site.health import register_health_check
 
 from .catalog_wiring import register_catalog_capabilities
-from .health import provider_health_report
+from .health import provider_health_for
 from .hermes import HermesProvider
 from .matrix import MatrixProvider
 from .pi import PiProvider
@@ -22,5 +22,5 @@ def connect() -> None:
     register_runtime_provider(PiProvider.kind, PiProvider)
     register_runtime_provider(HermesProvider.kind, HermesProvider)
     register_runtime_provider(MatrixProvider.kind, MatrixProvider)
-    register_health_check("runtime_providers", provider_health_report)
+    register_health_check("runtime_providers", provider_health_for)
     register_catalog_capabilities()

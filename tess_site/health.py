@@ -10,6 +10,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -22,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .api import ScopedAPIView
+from .scope import Scope
 
 CHECK_TIMEOUT_SECONDS = 2.0
 
@@ -31,14 +33,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
-HealthCheck = Callable[[], dict[str, Any]]
+HealthCheck = Callable[[Scope], dict[str, Any]]
 _registered_checks: dict[str, HealthCheck] = {}
 
 
 def register_health_check(name: str, check: HealthCheck) -> None:
     """Called from ``AppConfig.ready()`` by apps with dependencies of their own (runtime providers).
 
-    A check returns details (never credentials), may set ``ok`` itself, and raises when it cannot tell.
+    A check is given the caller's Scope and reports only what that caller may see (never credentials; for a
+    tenant member, nothing of other tenants); it may set ``ok`` itself, and raises when it cannot tell.
     """
     _registered_checks[name] = check
 
@@ -139,7 +142,7 @@ class HealthView(ScopedAPIView):
             "redis": _timed(check_redis),
             "channel_layer": _timed(check_channel_layer),
             "celery": _timed(check_celery),
-            **{name: _timed(check) for name, check in sorted(_registered_checks.items())},
+            **{name: _timed(partial(check, self.scope)) for name, check in sorted(_registered_checks.items())},
         }
         healthy = all(check["ok"] for check in checks.values())
         body = {"status": "ok" if healthy else "degraded", "checks": checks, "model": model_report()}
