@@ -39,9 +39,11 @@ from tess_site.scope import Channel, Role, Scope
 from . import selectors, stream
 from .gateway_intent import Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
+from .gateway_tools import catalog_invoke
+from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent
-from .services import event_append, events_append, session_terminate
+from .services import session_terminate
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -393,8 +395,6 @@ def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> No
 
 def _tool_request(scope: Scope, session: Session, intent: Intent, result: TurnResult) -> None:
     # The same policy as POST /api/v1/catalog/<id>/invoke/: schema, capability, then an approval.
-    from .gateway_tools import catalog_invoke
-
     invocation = catalog_invoke(scope, tool_id=intent.action, data=intent.tool, session_id=str(session.pk))
     if invocation.error is not None:
         raise invocation.error
