@@ -7,11 +7,11 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.gateway import IngressEnvelope, turn_handle
+from sessions_app.gateway import turn_handle
 from sessions_app.models import IngressChannel, OutboxItem
 from sessions_app.outbox import wake_outbox_item
 from tess_site.accounts.selectors import roles_for
-from tess_site.scope import Channel
+from tess_site.scope import Channel, Scope
 
 from .models import DiscordInteraction
 
@@ -25,18 +25,14 @@ def ask_run(*, interaction_pk: int) -> int | None:
         if claimed != 1:
             return None
         row = DiscordInteraction.objects.select_related("tenant", "user").get(pk=interaction_pk)
-        envelope = IngressEnvelope(
-            channel=Channel.DISCORD,
-            actor=row.user,
+        scope = Scope(
             tenant=row.tenant,
-            roles=roles_for(user=row.user, tenant=row.tenant),
-            session_id=str(row.session_id),
-            text=row.text,
-            idempotency_key=f"discord:{row.interaction_id}",
+            actor=row.user,
+            channel=Channel.DISCORD,
             correlation_id=uuid.uuid4().hex,
-            received_at=row.created_at,
+            roles=roles_for(user=row.user, tenant=row.tenant),
         )
-        result = turn_handle(envelope)
+        result = turn_handle(scope=scope, session_id=str(row.session_id), text=row.text)
         DiscordInteraction.objects.filter(pk=row.pk).update(turn_id=result.turn_id)
         replies = [e for e in result.events if e["kind"] == "turn.out"] or result.events[-1:]
         if not replies:
