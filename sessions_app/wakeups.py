@@ -16,5 +16,9 @@ DELIVER_OUTBOX_ITEM = "sessions_app.tasks.deliver_outbox_item"
 
 
 def wake_on_commit(task_name: str, *args: object) -> None:
-    """Queue the task named ``task_name`` with ``args`` (ids) once the current transaction commits."""
-    enqueue_on_commit(current_app.signature(task_name), *args)
+    """Queue the task named ``task_name`` with ``args`` (ids) once the current transaction commits.
+
+    The name is looked up now, so a process whose start-up did not register the task fails here, loudly,
+    instead of sending a message nobody in it would run.
+    """
+    enqueue_on_commit(current_app.tasks[task_name], *args)
