@@ -333,7 +333,7 @@ def memory_erase_operator(*, user: User, correlation_id: str) -> dict[str, int]:
     Works whatever the switches say (erasure is the administrator's duty, not a memory read). Each tenant's
     deletion is audited with a system scope, ids and counts only.
     """
-    tenant_ids = set(current_rows_for_user(user.pk)) | set(history_tenants_for_user(user.pk))
+    tenant_ids = set(tenant_ids_with_rows_of(user.pk)) | set(tenant_ids_with_history_of(user.pk))
     counts: dict[str, int] = {}
     for tenant in Tenant.objects.filter(pk__in=tenant_ids).order_by("slug"):
         system = Scope(tenant=tenant, actor=None, channel=Channel.SYSTEM, correlation_id=correlation_id)
@@ -348,11 +348,13 @@ def memory_erase_operator(*, user: User, correlation_id: str) -> dict[str, int]:
     return counts
 
 
-def current_rows_for_user(user_id: int) -> list[int]:
+def tenant_ids_with_rows_of(user_id: int) -> list[int]:
+    """The tenants in which ``user_id`` has current memory rows (their ids, not the rows)."""
     return list(OperatorMemory.objects.filter(operator_id=user_id).values_list("tenant_id", flat=True).distinct())
 
 
-def history_tenants_for_user(user_id: int) -> list[int]:
+def tenant_ids_with_history_of(user_id: int) -> list[int]:
+    """The tenants in which ``user_id`` has memory history (their ids, not the rows)."""
     return list(
         OperatorMemoryHistory.objects.filter(operator_id=user_id).values_list("tenant_id", flat=True).distinct()
     )

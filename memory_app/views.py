@@ -1,4 +1,4 @@
-"""The Memory disclosure page (seed 002): server-rendered inside the admin, reused later by the drawer.
+"""The Memory disclosure page (seed 002), server-rendered inside the admin.
 
 Every action on it (correct, reauthorize, delete one, delete all) parks a card and shows it for an
 explicit confirmation; the result shown is the server's, read back from the decided card.

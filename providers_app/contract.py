@@ -1,6 +1,6 @@
 """The AgentRuntimeProvider contract: what every runtime (tmux, pi, Hermes, Matrix) offers Tess.
 
-It is separate from model completion (``providers_app.models_adapters``, later): a runtime is where an
+It is separate from model completion (``providers_app.model_adapters``): a runtime is where an
 agent's session lives; Tess lists, streams, sends to, attaches to and — after approval — terminates it.
 Every call takes the server-derived Scope (which carries the correlation id). Results are normalized
 dataclasses; nothing provider-specific leaks past this module. An operation a provider does not offer

@@ -14,7 +14,6 @@ from typing import Any
 from celery import shared_task
 
 from tess_site.metrics import record_provider_health
-
 from tess_site.scope import Scope
 
 from .contract import ProviderError

@@ -1,30 +1,8 @@
 """The Hermes runtime provider: sessions of a Hermes Agent API server, normalized.
 
-Configuration (one entry of ``settings.TESS_RUNTIME_PROVIDERS``)::
-
-    "hermes-main": {"kind": "hermes", "base_url": "http://127.0.0.1:8642",
-                    "api_key_file": "/run/secrets/hermes_main",      # or "api_key_env": "HERMES_MAIN_KEY"
-                    "timeout": 10, "capabilities_seconds": 30}
-
-The routes used, as the Hermes Agent documentation describes them (NousResearch/hermes-agent,
-``website/docs/user-guide/features/api-server.md``): ``GET /api/sessions`` (``include_children`` for
-the tree, ``limit``/``offset`` pages), ``POST /api/sessions`` (an empty session: ``start_session``),
-``GET/PATCH /api/sessions/{id}`` (``end_reason`` ends it), ``GET /api/sessions/{id}/messages`` (the
-stream), ``POST /v1/runs`` with ``Idempotency-Key`` (a retry answers 202 with the original ``run_id`` and
-``Idempotency-Replayed: true``; the same key with another payload answers 409
-``idempotency_key_conflict``), ``GET /v1/runs/{id}`` and ``/v1/runs/{id}/events`` (server-sent events),
-``POST /v1/runs/{id}/stop``, ``GET /v1/capabilities`` and ``GET /health``.
-
-The stream is the session's stored messages, user and assistant text, with the cursor
-``"<message index>.<bytes of its text returned>"``; a message appears once its run stored it, so the
-stream never loses or repeats what a broken event stream showed. Live progress of a run is
-``run_events``: normalized events that end with the run's terminal event, or ``ProviderUnavailable`` when
-the server's event stream broke off first (the stored messages still have everything).
-
-What ``capabilities()`` declares follows the server's ``/v1/capabilities`` (``run_submission`` → send and
-the interactive attachment, ``run_stop`` → terminate), re-read every ``capabilities_seconds``.
-Terminating ends the session (``end_reason``) after stopping the runs this process started in it; runs
-started elsewhere stop with the session only as far as Hermes stops them.
+The stream is the session's stored messages (so a broken event stream loses nothing), sends are runs with an
+``Idempotency-Key``, and capabilities follow the server's own. Options and the routes used: README,
+"Runtime providers".
 """
 
 from __future__ import annotations

@@ -1,41 +1,8 @@
 """The Matrix runtime provider: a bot account on a homeserver; the rooms it has joined are sessions.
 
-Configuration (one entry of ``settings.TESS_RUNTIME_PROVIDERS``)::
-
-    "agents": {"kind": "matrix", "homeserver": "https://matrix.example.org",
-               "access_token_file": "/run/secrets/tess-matrix-agents",   # or "access_token_env": "VAR"
-               "stop_message": "Ended by the operator.", "invite": ["@agent:example.org"],
-               "timeline_limit": 50, "timeout": 10, "refresh_seconds": 5}
-
-- ``homeserver`` (required) and the bot's access token, read from the file named by ``access_token_file``
-  or the environment variable named by ``access_token_env``. A literal ``access_token`` in settings is
-  refused. The token is sent only in the ``Authorization`` header and never logged or reported.
-- ``stop_message``: what ``terminate`` posts before the bot leaves the room.
-- ``invite``: who a room made by ``start_session`` invites (the agents); without it, starting is
-  unsupported.
-- ``timeline_limit``: the ``/sync`` timeline limit; a longer gap is back-filled (below).
-
-Matrix client-server API (spec v1.x) used: ``GET /sync`` with ``since``, an inline filter and ``timeout=0``;
-``GET /rooms/{roomId}/messages`` (``dir=b``, ``from`` = a timeline's ``prev_batch``, ``to`` = the earlier
-sync token) to back-fill a ``limited`` timeline; ``PUT /rooms/{roomId}/send/{eventType}/{txnId}``, which
-the homeserver de-duplicates per access token and transaction id, answering a retry with the original
-event id; ``POST /rooms/{roomId}/leave``; ``GET /joined_rooms``, ``/rooms/{roomId}/state``,
-``/rooms/{roomId}/state/m.room.member/{userId}``, ``/_matrix/client/v1/rooms/{roomId}/threads``,
-``/versions`` and ``/account/whoami``.
-
-The stream is the text of the room's ``m.room.message`` events sent by anyone but the bot (what the bot
-sends is input, not output), in the homeserver's order, each event's ``body`` exactly; a chunk's
-``source`` is its event id. The cursor is a sync token plus a position after it (events skipped, bytes
-skipped inside the next body), so a page may end mid-event and resume exactly. Reading a token's events
-asks ``/sync`` since that token and, when the timeline comes back ``limited``, pages ``/messages``
-backwards from ``prev_batch`` down to the token, so no event in the gap is lost and none is repeated (the
-list is also de-duplicated by event id). The first read (no cursor) starts at the beginning of the room's
-history that the bot may see. Events after a token are cached per process; a cursor read by another
-process gives the same result, only slower.
-
-Not promised: a retry after the homeserver forgot the transaction id (Synapse keeps them for a limited
-time) posts again; once-only delivery beyond that is the caller's (sessions_app's idempotency records).
-``replayed`` is reported only when this process saw the same key give the same event.
+The stream is other members' messages, read by sync token and back-filled so no event is lost or repeated;
+sends use transaction ids the homeserver de-duplicates. Options, the API used and what is not promised:
+README, "Runtime providers".
 """
 
 from __future__ import annotations

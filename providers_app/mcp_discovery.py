@@ -73,6 +73,7 @@ def discover(scope: Scope, *, server: str) -> dict[str, Any]:
 
 
 async def _discover(argv: list[str], timeout: float) -> dict[str, Any]:
+    # Imported on use: the MCP SDK is an optional, heavy dependency only discovery needs.
     from mcp import Client, StdioServerParameters, stdio_client
 
     parameters = StdioServerParameters(command=argv[0], args=argv[1:])

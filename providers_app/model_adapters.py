@@ -215,6 +215,7 @@ class OpenAICompatibleAdapter:
         )
 
     def _client(self) -> Any:
+        # Imported on use (here and in ``complete``): the OpenAI SDK is heavy and only this adapter needs it.
         import openai
 
         # No retries inside the client: the gateway falls back at once instead of keeping the operator waiting.

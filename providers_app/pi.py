@@ -1,35 +1,7 @@
 """The pi runtime provider: pi coding-agent session files as replay sources, and ``pi --mode rpc`` to talk.
 
-Configuration (one entry of ``settings.TESS_RUNTIME_PROVIDERS``)::
-
-    "pi-main": {"kind": "pi", "sessions_dir": "/srv/pi/sessions",
-                "executable": ["/srv/tess/var/node/node_modules/.bin/pi"], "timeout": 10,
-                "cwd": "/srv/work", "env": {"PI_CODING_AGENT_DIR": "/srv/pi/agent"}}
-
-- ``sessions_dir`` (required): where pi writes its session files (``--session-dir``); every ``*.jsonl``
-  below it whose first line is a version 2+ ``session`` header is a session. Relative paths are under
-  ``VAR_DIR/pi``.
-- ``executable``: the pi command (a string or a list). Without one, sending, steering and aborting fail
-  closed (``CapabilityUnsupported``) and only the read-only attachment is offered.
-- ``timeout``: seconds to wait for an RPC response; ``cwd``: the RPC process's directory.
-- ``idle_seconds`` (600): an RPC process that has had no command from Tess and written no event for this
-  long is stopped the next time the instance starts or reuses a process or reports its health, unless pi
-  says its agent is still working (``get_state``); the next send starts a new one. 0 keeps them all.
-- ``env``: variables set for the RPC process; ``env_passthrough``: names of Tess's own variables it may
-  inherit (e.g. the model provider's key). Beyond those it inherits only PATH, HOME, LANG, LC_ALL,
-  TMPDIR and USER, so Tess's database URL or secret key never reach an agent.
-
-Sessions are addressed by the header's id; a ``RuntimeRef`` pins the sessions directory and the file's
-path inside it, and the header is re-read on every use, so a replaced file is not mistaken for the old
-session. The stream follows a growing file by entry cursor (``pi_files``); a ``compaction`` entry comes out
-as a chunk with ``checkpoint`` set, so the compacted context can be recovered. Session files are replay
-sources, never truth about other agents: nothing here acts on what a file claims.
-
-Not offered: ``terminate`` and ``start_session`` (a session file is not a process Tess may end; pi writes a
-new session's file only after its first answer) — both raise ``CapabilityUnsupported``. The status of a
-listed session is ``running`` while this process holds an RPC connection to it, ``unknown`` otherwise.
-RPC processes live in the process that sent (one per session), until they are idle for ``idle_seconds``,
-``close()``, or pi exits.
+Session files are replay sources, never truth about other agents; without an executable, sending fails
+closed. Options, the RPC processes' lifetime and what is not offered: README, "Runtime providers".
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """The tmux runtime provider: sessions of one tmux server on a private socket, addressed exactly.
 
-Configuration (one entry of ``settings.TESS_RUNTIME_PROVIDERS``)::
-
-    "local": {"kind": "tmux", "socket": "/srv/tess/tmux/local.sock", "command": "pi",
-              "log_dir": "/srv/tess/tmux/local", "timeout": 5, "refresh_seconds": 5}
-
-- ``socket`` (required): the server's socket (``tmux -S``); relative paths are under ``VAR_DIR/tmux``.
-- ``command``: what ``start_session`` runs (a string for ``sh -c``, or a list run as is). A client never
-  supplies a command; without one, ``start_session`` is unsupported.
-- ``log_dir``: where pane output is copied (default ``VAR_DIR/tmux/<instance>``).
-- ``timeout``: seconds for every tmux call; ``refresh_seconds``: how often a stream re-checks tmux.
-
-Targets are tmux ids only (``$N`` sessions, ``@N`` windows, ``%N`` panes), never names, so a prefix can
-never hit the wrong session. A ``RuntimeRef`` pins the socket, the server's pid and the session's creation
-time: after a server restart a recycled ``$N`` no longer matches and every operation on the old reference
-raises ``RuntimeNotFound``.
-
-The stream covers every pane of a session: each pane's output is copied by ``pipe-pane`` into its own log
-(``pane_log``), started idempotently when a session is started, listed, attached to, sent to or streamed,
-and kept by tmux across restarts of Tess. A session Tess has touched also carries hooks (our index of
-``after-split-window`` and ``after-new-window``) that copy a new pane from its first byte. Reading a page
-touches only the log files; tmux is asked at most once per ``refresh_seconds`` per session (to notice
-panes made before the hooks and the session's end).
-
-Not promised: output a pane printed before Tess first touched its session; bytes tmux still held for the
-copy when it destroyed a pane (a command that prints and exits in the same instant); output of a pane
-while someone else's ``pipe-pane`` occupies it (a pane has one pipe). Logs are kept until deleted.
+Targets are tmux ids and references pin the server, so a restarted server's recycled id is never taken for
+the old session; every pane's output is copied to a log so the stream is exact and survives restarts of
+Tess. Options, the stream and what is not promised: README, "Runtime providers".
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY, get_user_model
+from django.contrib.auth import SESSION_KEY
 from django.utils import timezone
 
-from tess_site.accounts.models import PersonalToken
 from tess_site.accounts.scopes import scope_for_credential
+from tess_site.accounts.selectors import live_credential
 from tess_site.consumers import ScopedJsonConsumer
 from tess_site.metrics import observe_stream_lag
 
@@ -135,15 +135,14 @@ class SessionStreamConsumer(ScopedJsonConsumer):
     def _still_allowed(self) -> int | None:
         """``None`` while the credential is live and grants access; otherwise the close code."""
         actor = self.tess_scope.actor
-        user = get_user_model().objects.filter(pk=actor.pk).first() if actor is not None else None
-        if user is None or not user.is_active:
+        token = self.scope.get("tess_auth")  # the PersonalToken of a token connection, absent for a browser
+        if actor is None:
             return CLOSE_CREDENTIAL_ENDED
-        auth = self.scope.get("tess_auth")
-        if isinstance(auth, PersonalToken):
-            auth = PersonalToken.objects.select_related("tenant").filter(pk=auth.pk).first()
-            if auth is None or not auth.is_usable():
-                return CLOSE_CREDENTIAL_ENDED
-        else:
+        live = live_credential(user_id=actor.pk, token_id=token.pk if token is not None else None)
+        if live is None:
+            return CLOSE_CREDENTIAL_ENDED
+        user, auth = live
+        if auth is None:
             session = self.scope.get("session")
             if session is None or not _session_still_logged_in(session, user.pk):
                 return CLOSE_CREDENTIAL_ENDED

@@ -24,8 +24,9 @@ from tess_site.metrics import SESSION_CUTOVERS
 from tess_site.scope import Scope
 
 from . import selectors, stream
+from .journal import events_append
 from .models import IngressBinding, MigrationStatus, Session, SessionMigration, SessionStatus
-from .services import _require_owner_or_admin, events_append
+from .services import _require_owner_or_admin
 
 
 class SameProviderInstance(TessError):

@@ -1,9 +1,9 @@
 """The gateway: one operator turn, from any channel (DESIGN.md, "The copilot turn").
 
-A channel (the REST view today; the CLI and Discord later) verifies its caller and builds an
-``IngressEnvelope``; ``turn_handle`` does the rest: scope → access check → inbound ``turn.in`` event →
-deterministic intent under the authority model → operator-memory recall (if served) → prompt assembly →
-model adapter → outbound ``turn.out`` event → audit. Every event lands in the session stream, so every
+A channel (the REST view, which the drawer and the CLI use, and Discord's deferred ask) verifies its
+caller and derives a ``Scope`` from the credential; ``turn_handle`` does the rest: access check → inbound
+``turn.in`` event → deterministic intent under the authority model → operator-memory recall (if served) →
+prompt assembly → model adapter → outbound ``turn.out`` event → audit. Every event lands in the session stream, so every
 bound channel sees the same turn.
 
 What a turn may do is decided by ``gateway_intent.classify`` before any model runs: answers (conversation,
@@ -16,12 +16,10 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from rest_framework import status
 
 from approvals_app.handoffs import handoff_create, result_text
@@ -34,19 +32,16 @@ from providers_app.model_adapters import DeterministicAdapter, ModelError, Model
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, InvalidInput, TessError, envelope
-from tess_site.scope import Channel, Role, Scope
+from tess_site.scope import Role, Scope
 
 from . import selectors, stream
 from .gateway_intent import Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
+from .gateway_tools import catalog_invoke
+from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent
-from .services import event_append, events_append, session_terminate
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
-
-    from tess_site.accounts.models import Tenant
+from .services import session_terminate
 
 logger = logging.getLogger(__name__)
 
@@ -57,52 +52,6 @@ class IntentUnsupported(TessError):
     code = "intent_unsupported"
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_message = "Tess does not do that; nothing was done."
-
-
-@dataclass(frozen=True, slots=True)
-class IngressEnvelope:
-    """One authenticated turn as a channel hands it to the gateway.
-
-    ``actor``, ``tenant`` and ``roles`` come from the channel's verified credential (a token, a browser
-    session, a Discord signature plus a linked identity) — never from the message itself.
-    """
-
-    channel: Channel
-    actor: User
-    tenant: Tenant
-    roles: frozenset[Role]
-    session_id: str
-    text: str
-    idempotency_key: str
-    correlation_id: str
-    received_at: datetime
-
-    @classmethod
-    def from_scope(
-        cls, scope: Scope, *, session_id: str, text: str, idempotency_key: str, received_at: datetime | None = None
-    ) -> IngressEnvelope:
-        if scope.actor is None:
-            raise InvalidInput("A turn belongs to a person.")
-        return cls(
-            channel=scope.channel,
-            actor=scope.actor,
-            tenant=scope.tenant,
-            roles=scope.roles,
-            session_id=session_id,
-            text=text,
-            idempotency_key=idempotency_key,
-            correlation_id=scope.correlation_id,
-            received_at=received_at or timezone.now(),
-        )
-
-    def scope(self) -> Scope:
-        return Scope(
-            tenant=self.tenant,
-            actor=self.actor,
-            channel=self.channel,
-            correlation_id=self.correlation_id,
-            roles=self.roles,
-        )
 
 
 @dataclass
@@ -157,13 +106,19 @@ def _check_turn(scope: Scope, session: Session, text: str) -> None:
         raise Forbidden("Turns need the operator role and the session's owner or an operate grant.")
 
 
-def turn_handle(envelope: IngressEnvelope) -> TurnResult:
-    """Handle one turn; raise only for a turn that is not accepted at all (404, 403, 400)."""
-    base = envelope.scope()
-    session, had_turn = selectors.access_session_for_turn(scope=base, session_id=envelope.session_id)
-    scope = base.for_session(str(session.pk))
-    _check_turn(scope, session, envelope.text)
-    intent = classify(envelope.text)
+def turn_handle(*, scope: Scope, session_id: str, text: str) -> TurnResult:
+    """Handle one turn of ``scope``'s actor in a session; raise only for a turn that is not accepted at all
+    (404, 403, 400).
+
+    ``scope`` comes from the channel's verified credential (a token, a browser session, a Discord signature
+    plus a linked identity), never from the message itself.
+    """
+    if scope.actor is None:
+        raise InvalidInput("A turn belongs to a person.")
+    session, had_turn = selectors.access_session_for_turn(scope=scope, session_id=session_id)
+    scope = scope.for_session(str(session.pk))
+    _check_turn(scope, session, text)
+    intent = classify(text)
     result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
     # Joins the caller's transaction when there is one (the REST view's, with its idempotency record), so
     # the turn's events, audit row and stored response commit together, without a savepoint.
@@ -171,15 +126,15 @@ def turn_handle(envelope: IngressEnvelope) -> TurnResult:
         if intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS):
             # Answers append all their events in one batch after the model ran: the session row is not
             # held across the model call, and turn.in still precedes turn.out in the stream.
-            _answer(scope, session, intent, envelope.text, result, first_turn=not had_turn)
-            rows = events_append(session_id=session.pk, items=[_turn_in(envelope, result), *_turn_out(result)])
+            _answer(scope, session, intent, text, result, first_turn=not had_turn)
+            rows = events_append(session_id=session.pk, items=[_turn_in(scope, text, result), *_turn_out(result)])
         else:
             # Actions append turn.in first: what they cause (card, approval, hand-off events) follows it.
             first = event_append(
-                session_id=session.pk, kind=stream.EventKind.TURN_IN, body=_turn_in(envelope, result)[1]
+                session_id=session.pk, kind=stream.EventKind.TURN_IN, body=_turn_in(scope, text, result)[1]
             )
             result.memory_scope = memory_scope_for(scope)
-            _act(scope, session, intent, envelope.text, result)
+            _act(scope, session, intent, text, result)
             events_append(session_id=session.pk, items=_turn_out(result))
             # The session row stays locked until commit, so nothing else interleaves with this turn's events.
             rows = list(SessionEvent.objects.filter(session_id=session.pk, seq__gte=first.seq).order_by("seq"))
@@ -188,8 +143,8 @@ def turn_handle(envelope: IngressEnvelope) -> TurnResult:
     return result
 
 
-def _turn_in(envelope: IngressEnvelope, result: TurnResult) -> tuple[stream.EventKind, Any]:
-    body = stream.turn_in_body(turn_id=result.turn_id, channel=envelope.channel.value, text=envelope.text)
+def _turn_in(scope: Scope, text: str, result: TurnResult) -> tuple[stream.EventKind, Any]:
+    body = stream.turn_in_body(turn_id=result.turn_id, channel=scope.channel.value, text=text)
     return stream.EventKind.TURN_IN, body
 
 
@@ -393,8 +348,6 @@ def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> No
 
 def _tool_request(scope: Scope, session: Session, intent: Intent, result: TurnResult) -> None:
     # The same policy as POST /api/v1/catalog/<id>/invoke/: schema, capability, then an approval.
-    from .gateway_tools import catalog_invoke
-
     invocation = catalog_invoke(scope, tool_id=intent.action, data=intent.tool, session_id=str(session.pk))
     if invocation.error is not None:
         raise invocation.error

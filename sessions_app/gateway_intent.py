@@ -100,7 +100,7 @@ _UNSUPPORTED: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
 )
 
-# issue 10: approved GitOps writes exist now; a turn may ask for one (the catalog's tool, behind an approval).
+# A turn may ask for a GitOps write: the catalog's tool, which runs only behind an approval.
 _GITOPS_CREATE = re.compile(
     r"^(?:git\s+)?(?:create|make|cut)\s+(?:a\s+|the\s+)?(?:new\s+)?(?P<kind>branch|tag)\s+(?P<name>\S{1,200})"
     r"\s+(?:in|on|for)\s+(?:(?:the|repo|repository)\s+)*(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,63})"

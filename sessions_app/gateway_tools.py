@@ -22,6 +22,7 @@ from typing import Any
 
 from rest_framework import status as http
 
+from approvals_app.approvals import approval_request
 from approvals_app.models import Approval
 from providers_app.bootstrap import bootstrap_command
 from providers_app.capabilities import CapabilityDescriptor, CapabilityName, capability
@@ -32,8 +33,8 @@ from tess_site.errors import Forbidden, TessError, envelope
 from tess_site.scope import Role, Scope
 
 from . import selectors, stream
+from .journal import event_append
 from .models import Session
-from .services import event_append
 
 SUMMARY_MAX = 200
 
@@ -124,8 +125,6 @@ def _run(scope: Scope, entry: CatalogEntry, params: dict[str, Any]) -> dict[str,
 
 def _ask_approval(scope: Scope, entry: CatalogEntry, params: dict[str, Any], session: Session | None) -> Approval:
     _descriptor(scope, entry, params).operation(entry.operation)  # fail closed before anyone is asked
-    from approvals_app.approvals import approval_request
-
     # The binder registered for the action turns ``params`` into exactly what the approver approves.
     return approval_request(
         scope,

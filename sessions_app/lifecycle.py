@@ -22,6 +22,7 @@ from tess_site.context import get_correlation_id
 from tess_site.scope import Channel, Scope
 
 from . import stream
+from .journal import event_append
 from .models import Session
 
 logger = logging.getLogger(__name__)
@@ -58,8 +59,6 @@ def capture_on_commit(*, session_id: uuid.UUID, source: str, text: str) -> None:
 
 def post_capture_event(scope: Scope, record: MemoryRecord) -> None:
     """Capture observer: the stream shows that something was remembered (ids, never the text)."""
-    from .services import event_append
-
     if not record.namespace.session:
         return
     try:

@@ -13,6 +13,7 @@ from django.db import transaction
 from tess_site.leases import LeaseState, claim, complete
 
 from .models import OutboxItem, SessionEvent
+from .wakeups import DELIVER_OUTBOX_ITEM, wake_on_commit
 
 OutboxSender = Callable[[str, dict[str, object]], None]  # (external_ref, event frame) -> None; raises on failure
 
@@ -41,8 +42,5 @@ def outbox_deliver(*, item_id: int, worker: str) -> bool:
 
 
 def wake_outbox_item(pk: object) -> None:
-    from tess_site.tasks import enqueue_on_commit
-
-    from .tasks import deliver_outbox_item
-
-    enqueue_on_commit(deliver_outbox_item, pk)
+    """Deliver an outbox item after commit (and the lease sweeper's wake-up for a re-queued one)."""
+    wake_on_commit(DELIVER_OUTBOX_ITEM, pk)

@@ -2,18 +2,26 @@
 beat and workers do with Redis — pump output of running sessions, sweep expired leases, wake due items
 and purge old idempotency keys — so one process streams live output.
 
-Started only when serving (``runserver``/daphne), never in tests or management commands.
+Started only when serving (``runserver``/daphne), never in tests or management commands. Importing this
+module (the app's start-up does) also registers the app's tasks with Celery, which eager runs need.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
 
 from django.conf import settings
 from django.db import close_old_connections
+
+from approvals_app.approvals import approvals_expire_lapsed
+from providers_app.contract import ProviderError
+from tess_site.tasks import sweep_expired_leases
+
+from . import services, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +35,6 @@ HOUSEKEEPING_SECONDS = 15.0
 
 def is_serving(argv: list[str] | None = None) -> bool:
     """True in a process that serves requests (not the autoreloader's parent, not tests or commands)."""
-    import os
-
     args = argv if argv is not None else sys.argv
     program = os.path.basename(args[0]) if args else ""
     if program in ("daphne", "uvicorn"):
@@ -56,10 +62,6 @@ def start_embedded_pump() -> bool:
 
 
 def pump_once() -> int:
-    from providers_app.contract import ProviderError
-
-    from . import services
-
     written = 0
     for session_id in services.running_session_ids():
         try:
@@ -70,16 +72,11 @@ def pump_once() -> int:
 
 
 def housekeeping() -> None:
-    from approvals_app.approvals import approvals_expire_lapsed
-    from tess_site.tasks import sweep_expired_leases
-
-    from . import services
-    from .idempotency import idempotency_purge
-
+    """The periodic tasks Celery beat runs with Redis, run in this thread."""
     sweep_expired_leases()
-    services.inbox_requeue_due()
+    tasks.requeue_due_work()
     approvals_expire_lapsed()
-    idempotency_purge()
+    tasks.purge_idempotency_records()
 
 
 def _run() -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -31,10 +30,10 @@ from providers_app.registry import configured_instances, get_provider
 from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, requeue_due
-from tess_site.rows import hot_cursor
 from tess_site.scope import Channel, Role, Scope
 
 from . import events, selectors, stream
+from .journal import event_append, events_append
 from .lifecycle import capture_on_commit, checkpoint_body, checkpoint_capture_text, ended_text
 from .models import (
     AttachMode,
@@ -42,93 +41,15 @@ from .models import (
     IngressBinding,
     RuntimeAttachment,
     Session,
-    SessionEvent,
     SessionStatus,
 )
+from .scopes import system_scope
+from .terminate import terminate_request
+from .wakeups import DELIVER_INBOX_ITEM, wake_on_commit
 
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
-
-
-def system_scope(session: Session, correlation_id: str = "-") -> Scope:
-    """The scope of work Tess does on its own for a session (pumping output, sweeping)."""
-    return Scope(
-        tenant=session.tenant,
-        actor=None,
-        channel=Channel.SYSTEM,
-        correlation_id=correlation_id,
-        session=str(session.pk),
-    )
-
-
-# --- the stream ----------------------------------------------------------------------------------
-
-
-def events_append(*, session_id: uuid.UUID, items: Iterable[tuple[stream.EventKind, Any]]) -> list[SessionEvent]:
-    """Append events to a session's stream with the next sequence numbers, in the caller's transaction.
-
-    Locks the session row, so concurrent writers get consecutive, gap-free numbers; consumers are woken
-    once after commit with the newest number.
-    """
-    batch = list(items)
-    if not batch:
-        return []
-    now = timezone.now()
-    if connection.vendor == "postgresql":
-        rows = _append_postgres(session_id, batch, now)
-        events.wake_session_on_commit(session_id, rows[-1].seq)
-        return rows
-    with transaction.atomic():
-        last_seq = Session.objects.select_for_update().filter(pk=session_id).values_list("last_seq", flat=True).get()
-        rows = [
-            SessionEvent(session_id=session_id, seq=last_seq + i, kind=str(kind), ts=now, body=body)
-            for i, (kind, body) in enumerate(batch, start=1)
-        ]
-        SessionEvent.objects.bulk_create(rows)
-        Session.objects.filter(pk=session_id).update(last_seq=rows[-1].seq, updated_at=now)
-        events.wake_session_on_commit(session_id, rows[-1].seq)
-    return rows
-
-
-_EVENT_BODY = SessionEvent._meta.get_field("body")
-# Moving the session's last_seq locks its row until the caller's transaction ends (concurrent appenders
-# queue there and continue from the committed number), and the events take the numbers it moved past:
-# one statement, so one round trip, whatever the batch.
-_APPEND_EVENTS = f"""
-    WITH head AS (
-        UPDATE {Session._meta.db_table} SET last_seq = last_seq + %s, updated_at = %s WHERE id = %s
-        RETURNING last_seq - %s AS before
-    )
-    INSERT INTO {SessionEvent._meta.db_table} (session_id, seq, kind, ts, body)
-    SELECT %s::uuid, head.before + item.n, item.event ->> 0, %s::timestamptz, item.event -> 1
-      FROM head, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS item(event, n)
-    RETURNING id, seq
-"""  # noqa: S608 (table names are the models')
-
-
-def _append_postgres(session_id: uuid.UUID, batch: list[tuple[stream.EventKind, Any]], now: Any) -> list[SessionEvent]:
-    count = len(batch)
-    items = _EVENT_BODY.get_db_prep_save([[str(kind), body] for kind, body in batch], connection)
-    with hot_cursor() as cursor:
-        cursor.execute(_APPEND_EVENTS, [count, now, session_id, count, session_id, now, items])
-        ids = {seq: pk for pk, seq in cursor.fetchall()}
-    if not ids:
-        raise Session.DoesNotExist("No such session.")
-    first = min(ids)
-    rows = []
-    for offset, (kind, body) in enumerate(batch):
-        row = SessionEvent(
-            id=ids[first + offset], session_id=session_id, seq=first + offset, kind=str(kind), ts=now, body=body
-        )
-        row._state.adding = False
-        row._state.db = connection.alias
-        rows.append(row)
-    return rows
-
-
-def event_append(*, session_id: uuid.UUID, kind: stream.EventKind, body: Any) -> SessionEvent:
-    return events_append(session_id=session_id, items=[(kind, body)])[0]
 
 
 # --- sessions: start, adopt, discover ---------------------------------------------------------------
@@ -322,8 +243,6 @@ def session_detach(*, scope: Scope, session_id: object) -> int:
 
 def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem:
     """Queue raw input for the runtime. Needs a live interactive attachment of the caller."""
-    from .tasks import deliver_inbox_item
-
     if not text or len(text) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"A message has 1 to {MAX_MESSAGE_CHARS} characters.", details={"field": "text"})
     session = selectors.access_session(scope=scope, session_id=session_id)
@@ -351,9 +270,7 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem
             outcome="queued",
             metadata={"inbox_id": item.pk, "chars": len(text)},
         )
-    from tess_site.tasks import enqueue_on_commit
-
-    enqueue_on_commit(deliver_inbox_item, item.pk)
+    wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
     return item
 
 
@@ -406,11 +323,7 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
 
 def wake_inbox_item(pk: object) -> None:
     """The lease sweeper's wake-up for a re-queued inbox item."""
-    from tess_site.tasks import enqueue_on_commit
-
-    from .tasks import deliver_inbox_item
-
-    enqueue_on_commit(deliver_inbox_item, pk)
+    wake_on_commit(DELIVER_INBOX_ITEM, pk)
 
 
 def inbox_requeue_due() -> int:
@@ -426,8 +339,6 @@ def session_terminate(*, scope: Scope, session_id: object, reason: str = "") -> 
 
     Once an approver approves it, approvals_app runs ``terminate.execute_terminate`` exactly once.
     """
-    from .terminate import terminate_request
-
     session = selectors.access_session(scope=scope, session_id=session_id)
     _require_owner_or_admin(scope, session)
     return terminate_request(scope=scope, session=session, reason=reason)

@@ -18,6 +18,8 @@ from tess_site.leases import new_worker_id
 
 from . import services
 from .idempotency import idempotency_purge
+from .outbox import outbox_deliver
+from .wakeups import DELIVER_INBOX_ITEM, DELIVER_OUTBOX_ITEM
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ def _backoff(retries: int) -> int:
     return int(min(60, 2 ** (retries + 1)))
 
 
-@shared_task(bind=True, name="sessions_app.tasks.deliver_inbox_item", ignore_result=True, max_retries=MAX_RETRIES)
+@shared_task(bind=True, name=DELIVER_INBOX_ITEM, ignore_result=True, max_retries=MAX_RETRIES)
 def deliver_inbox_item(self: Any, item_id: int) -> bool:
     """Send one queued message to its runtime, if no other worker holds it."""
     delay = _backoff(self.request.retries or 0)
@@ -73,9 +75,7 @@ def purge_idempotency_records() -> int:
     return idempotency_purge()
 
 
-@shared_task(name="sessions_app.tasks.deliver_outbox_item", ignore_result=True)
+@shared_task(name=DELIVER_OUTBOX_ITEM, ignore_result=True)
 def deliver_outbox_item(item_id: int) -> bool:
     """Push one outbox item to its channel, if no other worker holds it."""
-    from .outbox import outbox_deliver
-
     return outbox_deliver(item_id=item_id, worker=new_worker_id())

@@ -21,8 +21,10 @@ from tess_site.errors import Conflict, InvalidInput, NotFound
 from tess_site.scope import Scope
 
 from . import stream
+from .journal import event_append
 from .lifecycle import capture_on_commit, ended_text
 from .models import Session, SessionStatus
+from .scopes import system_scope
 
 ACTION = "session.terminate"
 
@@ -100,8 +102,6 @@ def execute_terminate(scope: Scope, approval: Approval) -> dict[str, Any]:
     session (provider instance and runtime id unchanged), consumes it, then kills the runtime through the
     provider with the approval reference, and records ``terminated`` in the session and its stream.
     """
-    from .services import event_append, system_scope
-
     session_pk = _uuid(approval.target_id)
     if (
         approval.action != ACTION
@@ -149,8 +149,6 @@ def _uuid(value: str | None) -> uuid.UUID | None:
 
 def post_approval_event(approval: Approval) -> None:
     """Observer: append an ``approval`` event (id, status) to the approval's session stream, if it has one."""
-    from .services import event_append
-
     session_id = _uuid(approval.session_id) if approval.session_id else None
     if session_id is None or not Session.objects.filter(pk=session_id, tenant_id=approval.tenant_id).exists():
         return

@@ -32,6 +32,7 @@ from tess_site.tasks import enqueue_on_commit
 from ..plugin.redaction import redact
 from .bridge import bridge_record, exportable
 from .models import CodingMemoryEntry, CodingMemoryExport, CodingMemoryReview
+from .tasks import ingest_coding_memory_export
 
 WORKSPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 MAX_STATEMENT = 1000
@@ -253,7 +254,5 @@ def coding_memory_export(scope: Scope, *, workspace_key: str, via: str) -> Expor
                  target_id=str(export.pk), outcome="exported",
                  metadata={"record_count": len(records), "via": via})  # fmt: skip
     if ingest:
-        from .tasks import ingest_coding_memory_export
-
         enqueue_on_commit(ingest_coding_memory_export, str(export.pk))
     return ExportResult(export=export, records=records)

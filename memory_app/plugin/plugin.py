@@ -14,8 +14,8 @@ from tess_site.errors import InvalidInput
 from tess_site.scope import Scope
 
 from .contract import MAX_CAPTURE_CHARS, CaptureInput, CaptureResult, MemoryRecord, Namespace, OperatorMemoryAdapter
+from .observers import notify_capture_on_commit
 from .redaction import redact
-from .registry import notify_capture_on_commit
 
 MAX_READ_LIMIT = 50
 PROJECT_LABEL = "Project truth ({name}):"

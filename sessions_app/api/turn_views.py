@@ -1,4 +1,4 @@
-"""The copilot turn over REST: a thin view that builds the ingress envelope and hands it to the gateway."""
+"""The copilot turn over REST: a thin view that hands the request's scope and text to the gateway."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rest_framework.response import Response
 
 from tess_site.api import ScopedAPIView
 
-from ..gateway import MAX_TURN_CHARS, IngressEnvelope, turn_handle
-from ..idempotency import IDEMPOTENCY_PARAMETER, KEY_HEADER, idempotent
+from ..gateway import MAX_TURN_CHARS, turn_handle
+from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from ..stream import SCHEMA_DESCRIPTION
 
 
@@ -49,11 +49,5 @@ class SessionTurnsView(ScopedAPIView):
     def post(self, request: Request, session_id: str) -> Response:
         data = TurnSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        envelope = IngressEnvelope.from_scope(
-            self.scope,
-            session_id=session_id,
-            text=data.validated_data["text"],
-            idempotency_key=request.headers.get(KEY_HEADER, ""),
-        )
-        result = turn_handle(envelope)
+        result = turn_handle(scope=self.scope, session_id=session_id, text=data.validated_data["text"])
         return Response(result.body(), status=result.http_status)

@@ -17,9 +17,7 @@ from django.utils import timezone
 from rest_framework import status
 
 from sessions_app import selectors
-from sessions_app.gateway import IngressEnvelope, turn_handle
-from sessions_app.models import IngressBinding, IngressChannel, OutboxItem, Session, SessionEvent
-from sessions_app.outbox import wake_outbox_item
+from sessions_app.models import IngressBinding, IngressChannel, Session
 from sessions_app.services import ingress_bind
 from tess_site.accounts.models import ExternalIdentity
 from tess_site.accounts.selectors import roles_for
@@ -27,8 +25,10 @@ from tess_site.accounts.services import identity_link
 from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, InvalidInput, NotFound, TessError
 from tess_site.scope import Channel, Role, Scope
+from tess_site.tasks import enqueue_on_commit
 
 from .models import DiscordInteraction, DiscordLinkCode, DiscordRelayCursor
+from .tasks import run_discord_ask
 
 logger = logging.getLogger(__name__)
 
@@ -177,10 +177,6 @@ def ask_defer(*, scope: Scope, interaction: dict[str, Any], channel_id: str, tex
         raise InvalidInput("The interaction has no usable id, token or application id.")
     if not 0 < len(str(interaction_id)) <= 64 or not str(token) or len(str(application_id)) > 64:
         raise InvalidInput("The interaction has no usable id, token or application id.")
-    from tess_site.tasks import enqueue_on_commit
-
-    from .tasks import run_discord_ask
-
     assert scope.actor is not None
     try:
         with transaction.atomic():
@@ -198,103 +194,3 @@ def ask_defer(*, scope: Scope, interaction: dict[str, Any], channel_id: str, tex
         raise InvalidInput("This interaction was already received.") from exc
     enqueue_on_commit(run_discord_ask, row.pk)
     return row
-
-
-def ask_run(*, interaction_pk: int) -> int | None:
-    """Run the deferred turn once and queue its reply to the interaction webhook. Returns the outbox item id."""
-    with transaction.atomic():
-        claimed = DiscordInteraction.objects.filter(pk=interaction_pk, answered_at=None).update(
-            answered_at=timezone.now()
-        )
-        if claimed != 1:
-            return None
-        row = DiscordInteraction.objects.select_related("tenant", "user").get(pk=interaction_pk)
-        envelope = IngressEnvelope(
-            channel=Channel.DISCORD,
-            actor=row.user,
-            tenant=row.tenant,
-            roles=roles_for(user=row.user, tenant=row.tenant),
-            session_id=str(row.session_id),
-            text=row.text,
-            idempotency_key=f"discord:{row.interaction_id}",
-            correlation_id=uuid.uuid4().hex,
-            received_at=row.created_at,
-        )
-        result = turn_handle(envelope)
-        DiscordInteraction.objects.filter(pk=row.pk).update(turn_id=result.turn_id)
-        replies = [e for e in result.events if e["kind"] == "turn.out"] or result.events[-1:]
-        if not replies:
-            return None
-        item = OutboxItem.objects.create(
-            session_id=row.session_id,
-            channel=IngressChannel.DISCORD,
-            external_ref=f"interaction:{row.pk}",
-            event_seq=replies[-1]["seq"],
-        )
-        wake_outbox_item(item.pk)
-    return int(item.pk)
-
-
-RELAYED_KINDS = ("turn.in", "turn.out")
-RELAY_BATCH = 200
-
-
-def relay_bound_channels() -> int:
-    """Queue, for every bound Discord channel, the turns other channels took in its session since its cursor.
-
-    A channel's own ``/tess ask`` turns are not echoed back (their replies go to the interaction). Returns
-    the number of outbox items queued. Runs from beat; ``skip_locked`` lets several workers share it.
-    """
-    from .sender import bot_token
-
-    if not bot_token():
-        return 0  # posting to a channel needs the bot
-    queued = 0
-    ids = list(
-        DiscordRelayCursor.objects.filter(binding__active=True, binding__channel=IngressChannel.DISCORD).values_list(
-            "pk", flat=True
-        )
-    )
-    for pk in ids:
-        with transaction.atomic():
-            cursor = (
-                DiscordRelayCursor.objects.select_for_update(skip_locked=True)
-                .select_related("binding")
-                .filter(pk=pk)
-                .first()
-            )
-            if cursor is None:
-                continue
-            queued += _relay_one(cursor)
-    return queued
-
-
-def _relay_one(cursor: DiscordRelayCursor) -> int:
-    binding = cursor.binding
-    rows = list(
-        SessionEvent.objects.filter(session_id=binding.session_id, seq__gt=cursor.last_seq)
-        .order_by("seq")
-        .values_list("seq", "kind", "body")[:RELAY_BATCH]
-    )
-    if not rows:
-        return 0
-    own_turns = set(
-        DiscordInteraction.objects.filter(session_id=binding.session_id, channel_id=binding.external_ref)
-        .exclude(turn_id="")
-        .values_list("turn_id", flat=True)
-    )
-    items = [
-        OutboxItem(
-            session_id=binding.session_id,
-            channel=IngressChannel.DISCORD,
-            external_ref=binding.external_ref,
-            event_seq=seq,
-        )
-        for seq, kind, body in rows
-        if kind in RELAYED_KINDS and isinstance(body, dict) and body.get("turn_id") not in own_turns
-    ]
-    created = OutboxItem.objects.bulk_create(items)
-    DiscordRelayCursor.objects.filter(pk=cursor.pk).update(last_seq=rows[-1][0])
-    for item in created:
-        wake_outbox_item(item.pk)
-    return len(created)

@@ -4,18 +4,19 @@ import logging
 
 from celery import shared_task
 
+from tess_site.errors import TessError
+
+from . import sender
+from .deferred import ask_run
+from .models import DiscordInteraction
+from .relay import relay_bound_channels
+
 logger = logging.getLogger(__name__)
 
 
 @shared_task(name="sessions_app.discord.tasks.run_discord_ask", ignore_result=True, acks_late=True)
 def run_discord_ask(interaction_pk: int) -> int | None:
     """Run one deferred ``/tess ask`` turn and queue its follow-up (idempotent: the interaction is claimed)."""
-    from tess_site.errors import TessError
-
-    from . import sender
-    from .models import DiscordInteraction
-    from .services import ask_run
-
     try:
         return ask_run(interaction_pk=interaction_pk)
     except TessError as exc:
@@ -27,6 +28,4 @@ def run_discord_ask(interaction_pk: int) -> int | None:
 @shared_task(name="sessions_app.discord.tasks.relay_discord_channels", ignore_result=True)
 def relay_discord_channels() -> int:
     """Beat: queue other channels' turns to every bound Discord channel."""
-    from .services import relay_bound_channels
-
     return relay_bound_channels()

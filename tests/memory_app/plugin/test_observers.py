@@ -6,7 +6,7 @@ import pytest
 from django.db import transaction
 
 from memory_app.plugin import register_capture_observer
-from memory_app.plugin.registry import unregister_capture_observer
+from memory_app.plugin.observers import unregister_capture_observer
 
 
 @pytest.fixture

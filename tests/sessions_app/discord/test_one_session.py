@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app.discord.services import relay_bound_channels
+from sessions_app.discord.relay import relay_bound_channels
 from tests.cli.conftest import Tess
 from tests.cli.conftest import live as live
 from tests.cli.conftest import start_child as start_child
