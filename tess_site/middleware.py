@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from urllib.parse import parse_qsl
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from .context import accept_correlation_id, set_correlation_id
@@ -47,6 +50,67 @@ class CorrelationIdMiddleware:
         response = self.get_response(request)
         response[CORRELATION_HEADER] = correlation_id
         return response
+
+
+_FORWARDED_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_PROTO", "HTTP_X_FORWARDED_HOST", "HTTP_FORWARDED")
+
+
+@lru_cache(maxsize=8)
+def _networks(configured: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(item, strict=False) for item in configured)
+
+
+def _trusted(address: str, trusted: Sequence[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in _networks(tuple(trusted)))
+
+
+def client_address(meta: dict[str, object], trusted: Sequence[str]) -> str:
+    """The address of the client behind the configured proxies.
+
+    ``X-Forwarded-For`` is believed only when the direct peer is a trusted proxy, and then only up to the
+    first address (from the right, the proxy's own end) that is not itself a trusted proxy: anything left of
+    it was written by the client and proves nothing.
+    """
+    peer = str(meta.get("REMOTE_ADDR") or "")
+    if not _trusted(peer, trusted):
+        return peer
+    hops = [hop.strip() for hop in str(meta.get("HTTP_X_FORWARDED_FOR") or "").split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, trusted):
+            try:
+                return str(ipaddress.ip_address(hop))
+            except ValueError:
+                return peer  # a malformed hop: the proxy's own view is all that can be trusted
+    return hops[0] if hops else peer
+
+
+class ClientAddressMiddleware:
+    """``REMOTE_ADDR`` becomes the client's address, as far as ``TESS_TRUSTED_PROXIES`` vouch for it.
+
+    Throttles, sign-in limits and logs use ``REMOTE_ADDR``; a client that sends its own ``X-Forwarded-For``
+    past no trusted proxy changes nothing. Forwarded headers from an untrusted peer are dropped, so nothing
+    later (``X-Forwarded-Proto`` for HTTPS included) can be told a story by the client itself.
+    """
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        trusted = settings.TESS_TRUSTED_PROXIES
+        meta = request.META
+        meta["TESS_PEER_ADDR"] = meta.get("REMOTE_ADDR", "")
+        if _trusted(str(meta.get("REMOTE_ADDR") or ""), trusted):
+            meta["REMOTE_ADDR"] = client_address(meta, trusted)
+        else:
+            for header in _FORWARDED_HEADERS:
+                meta.pop(header, None)
+        return self.get_response(request)
 
 
 class ApiErrorMiddleware:

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "tess_site.metrics_http.RequestMetricsMiddleware",  # first: its latency covers the whole chain
     "tess_site.middleware.CorrelationIdMiddleware",
+    # REMOTE_ADDR is the client behind TESS_TRUSTED_PROXIES, before any throttle, limit or log reads it.
+    "tess_site.middleware.ClientAddressMiddleware",
     # NUL, lone surrogates, NaN, absurd nesting and oversized bodies: typed 400/413 for every route.
     "tess_site.input_guard.RefuseUnstorableInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -168,6 +170,8 @@ GUARDIAN_RAISE_403 = True
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous object permissions in Tess.
 TESS_TOKEN_DEFAULT_DAYS = env_int("TESS_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 TESS_TOKEN_RATE = env_str("TESS_TOKEN_RATE", "10/min") or "10/min"
+# Reverse proxies whose X-Forwarded-* headers are believed (CIDR list); the default is a proxy on this machine.
+TESS_TRUSTED_PROXIES = env_networks("TESS_TRUSTED_PROXIES", ["127.0.0.1/32", "::1/128"])
 # Failed admin sign-ins allowed per client address and per username in the window, e.g. "10/min".
 TESS_LOGIN_RATE = env_str("TESS_LOGIN_RATE", "10/min") or "10/min"
 
@@ -200,6 +204,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "tess_site.api_schema.TessAutoSchema",
     "EXCEPTION_HANDLER": "tess_site.errors.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {"token": TESS_TOKEN_RATE},
+    # The client address is ClientAddressMiddleware's REMOTE_ADDR; DRF must not read X-Forwarded-For itself.
+    "NUM_PROXIES": 0,
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -169,3 +170,45 @@ class TestTokenExchange:
         assert codes[10] == 429
         body = client.post(self.url, {"username": "owner", "password": "owner-pass-1234"}, format="json").json()
         assert body["error"]["code"] == "throttled" and body["error"]["details"]["retry_after_seconds"] > 0
+
+
+class TestGuessingThroughForwardedHeaders:
+    """The token exchange's limits hold however the client dresses its address."""
+
+    url = "/api/v1/auth/token/"
+
+    def attempt(self, client: APIClient, *, peer: str, forwarded: str | None = None, username: str = "owner") -> int:
+        extra: dict[str, Any] = {"REMOTE_ADDR": peer}
+        if forwarded is not None:
+            extra["HTTP_X_FORWARDED_FOR"] = forwarded
+        return client.post(self.url, {"username": username, "password": "wrong"}, format="json", **extra).status_code
+
+    def test_a_client_rotating_x_forwarded_for_is_still_one_address(self, cast, settings):
+        client = APIClient()
+        codes = [
+            self.attempt(client, peer="203.0.113.5", forwarded=f"198.51.100.{i}", username=f"user{i}")
+            for i in range(11)
+        ]
+        assert codes[:10] == [401] * 10 and codes[10] == 429
+
+    def test_guesses_at_one_username_from_many_addresses_behind_the_proxy_are_limited(self, cast):
+        client = APIClient()
+        codes = [self.attempt(client, peer="127.0.0.1", forwarded=f"198.51.100.{i}") for i in range(11)]
+        assert codes[:10] == [401] * 10 and codes[10] == 429
+        # Even the right password waits now: the account is being guessed at.
+        right = client.post(
+            self.url,
+            {"username": "owner", "password": "owner-pass-1234"},
+            format="json",
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR="198.51.100.200",
+        )
+        assert right.status_code == 429 and right.json()["error"]["code"] == "throttled"
+        assert not PersonalToken.objects.exists()
+
+    def test_the_trusted_proxy_names_the_client_and_others_keep_their_own_budget(self, cast):
+        client = APIClient()
+        for i in range(10):
+            assert self.attempt(client, peer="127.0.0.1", forwarded="198.51.100.7", username=f"user{i}") == 401
+        assert self.attempt(client, peer="127.0.0.1", forwarded="198.51.100.7", username="other") == 429
+        assert self.attempt(client, peer="127.0.0.1", forwarded="198.51.100.8", username="other") == 401

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.exceptions import Throttled
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +18,7 @@ from tess_site.errors import Forbidden, InvalidInput, NotFound, TessError
 from tess_site.scope import Channel, Scope
 
 from .. import scopes, selectors, services
+from ..limits import FailureLimit
 from .serializers import MeSerializer, SelectTenantSerializer, TokenRequestSerializer, TokenResponseSerializer
 
 
@@ -26,7 +29,11 @@ class InvalidCredentials(TessError):
 
 
 class TokenExchangeView(APIView):
-    """Exchange a username and password for a personal token (rate-limited per client address)."""
+    """Exchange a username and password for a personal token.
+
+    Rate-limited per client address (``TESS_TOKEN_RATE``, every request), and failed attempts are counted per
+    address and per username (the same rate): guessing one account from many addresses stops too.
+    """
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
@@ -37,8 +44,13 @@ class TokenExchangeView(APIView):
     def post(self, request: Request) -> Response:
         data = TokenRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        limit = FailureLimit("token", settings.TESS_TOKEN_RATE)
+        who = {"address": request.META.get("REMOTE_ADDR", ""), "username": data.validated_data["username"]}
+        if limit.blocked(**who):
+            raise Throttled(wait=limit.window)
         user = authenticate(request, username=data.validated_data["username"], password=data.validated_data["password"])
         if user is None:
+            limit.record_failure(**who)
             raise InvalidCredentials()
         tenants = list(selectors.tenants_for(user=user))
         slug = data.validated_data.get("tenant_slug")
