@@ -28,7 +28,10 @@ class MeConsumer(ScopedJsonConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def me_event(self, message: dict[str, Any]) -> None:
-        await self.send_event(message["kind"], message["body"])
+        # What reaches this socket is private (one-time approval links among it): the credential is checked
+        # again first, so a token revoked or a browser logged out a moment ago gets nothing more.
+        if await self.recheck():
+            await self.send_event(message["kind"], message["body"])
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The per-user socket is one-way; clients talk through the REST API."""

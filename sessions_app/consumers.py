@@ -9,8 +9,6 @@ or a revoked grant close the socket within seconds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import random
 import re
 import uuid
 from datetime import datetime
@@ -19,20 +17,18 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY
 from django.utils import timezone
 
-from tess_site.accounts.scopes import scope_for_credential
-from tess_site.accounts.selectors import live_credential
-from tess_site.consumers import ScopedJsonConsumer
+from tess_site.consumers import CLOSE_CREDENTIAL_ENDED, ScopedJsonConsumer
 from tess_site.metrics import observe_stream_lag
+from tess_site.scope import Scope
 
 from . import events, selectors, tail
 from .stream import frame
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
-CLOSE_CREDENTIAL_ENDED = 4401
+__all__ = ["CLOSE_BAD_REQUEST", "CLOSE_CREDENTIAL_ENDED", "CLOSE_NOT_FOUND", "SessionStreamConsumer"]
 
 
 class SessionStreamConsumer(ScopedJsonConsumer):
@@ -60,17 +56,11 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         tail.subscribe(self.session_id)
         await self._catch_up()
         self.live = True
-        self._ticker = asyncio.create_task(self._tick())
 
     def _can_read(self, raw_id: str) -> bool:
         return selectors.can_read_session(scope=self.tess_scope, session_id=raw_id)
 
     async def disconnect(self, code: int) -> None:
-        ticker = getattr(self, "_ticker", None)
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await ticker
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.session_id is not None and getattr(self, "_lock", None) is not None:
@@ -87,7 +77,7 @@ class SessionStreamConsumer(ScopedJsonConsumer):
             await self._catch_up(known=seq)
 
     async def stream_recheck(self, message: dict[str, Any]) -> None:
-        await self._recheck()
+        await self.recheck()
 
     # --- reading and sending ---
 
@@ -107,53 +97,22 @@ class SessionStreamConsumer(ScopedJsonConsumer):
                 if not frames:
                     return
 
-    async def _tick(self) -> None:
-        heartbeat = settings.TESS_STREAM_HEARTBEAT_SECONDS
-        recheck = min(settings.TESS_STREAM_RECHECK_SECONDS, heartbeat)
-        # Sockets opened together would otherwise all re-check in the same instant.
-        since_heartbeat = random.uniform(0, recheck)  # noqa: S311 (jitter, not security)
-        await asyncio.sleep(since_heartbeat)
-        while True:
-            await asyncio.sleep(recheck)
-            if not await self._recheck():
-                return
-            await self._catch_up()  # also the safety net for any wake-up that never came
-            since_heartbeat += recheck
-            if since_heartbeat >= heartbeat:
-                since_heartbeat = 0.0
-                await self.send_json(
-                    frame(seq=None, kind="heartbeat", ts=timezone.now().isoformat(), body={"last_seq": self.last_sent})
-                )
+    _since_heartbeat = 0.0
 
-    async def _recheck(self) -> bool:
-        code = await database_sync_to_async(self._still_allowed, thread_sensitive=False)()
-        if code is None:
-            return True
-        await self.close(code=code)
-        return False
+    def tick_seconds(self) -> float:
+        return float(min(settings.TESS_STREAM_RECHECK_SECONDS, settings.TESS_STREAM_HEARTBEAT_SECONDS))
 
-    def _still_allowed(self) -> int | None:
-        """``None`` while the credential is live and grants access; otherwise the close code."""
-        actor = self.tess_scope.actor
-        token = self.scope.get("tess_auth")  # the PersonalToken of a token connection, absent for a browser
-        if actor is None:
-            return CLOSE_CREDENTIAL_ENDED
-        live = live_credential(user_id=actor.pk, token_id=token.pk if token is not None else None)
-        if live is None:
-            return CLOSE_CREDENTIAL_ENDED
-        user, auth = live
-        if auth is None:
-            session = self.scope.get("session")
-            if session is None or not _session_still_logged_in(session, user.pk):
-                return CLOSE_CREDENTIAL_ENDED
-        scope = scope_for_credential(
-            user=user,
-            auth=auth,
-            session=None if auth else self.scope.get("session"),
-            correlation_id=self.tess_scope.correlation_id,
-        )
-        if scope is None or scope.tenant.pk != self.tess_scope.tenant.pk:
-            return CLOSE_CREDENTIAL_ENDED
+    async def on_tick(self) -> None:
+        await self._catch_up()  # also the safety net for any wake-up that never came
+        self._since_heartbeat += self.tick_seconds()
+        if self._since_heartbeat >= settings.TESS_STREAM_HEARTBEAT_SECONDS:
+            self._since_heartbeat = 0.0
+            await self.send_json(
+                frame(seq=None, kind="heartbeat", ts=timezone.now().isoformat(), body={"last_seq": self.last_sent})
+            )
+
+    def still_allowed(self, scope: Scope) -> int | None:
+        """The fresh scope may still read the session (a revoked grant closes with 4404)."""
         if not selectors.can_read_session(scope=scope, session_id=self.session_id):
             return CLOSE_NOT_FOUND
         return None
@@ -172,15 +131,6 @@ def _observe_lag(text: str) -> None:
         observe_stream_lag(datetime.fromisoformat(match.group(1)))
     except ValueError:
         return
-
-
-def _session_still_logged_in(session: Any, user_id: int) -> bool:
-    """The browser session still exists in the store and still names this user (logout deletes it)."""
-    key = session.session_key
-    if not key:
-        return False
-    fresh = session.__class__(session_key=key)
-    return bool(fresh.exists(key)) and str(fresh.get(SESSION_KEY)) == str(user_id)
 
 
 def _cursor(query_string: bytes) -> int | None:

@@ -127,3 +127,68 @@ def test_it_closes_with_4403_when_the_tokens_membership_was_removed(server, cast
         ws.recv(timeout=10)
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == CLOSE_NOT_MEMBER
+
+
+# --- the credential is re-checked while the socket is open (tess_site.consumers) ---------------------------
+
+
+def _closed_with(ws: ClientConnection, timeout: float = 20) -> tuple[int | None, list[dict[str, Any]]]:
+    """Read until the server closes the socket: its close code, and every frame that arrived before."""
+    frames: list[dict[str, Any]] = []
+    try:
+        while True:
+            frames.append(json.loads(ws.recv(timeout=timeout)))
+    except ConnectionClosed as closed:
+        return (closed.rcvd.code if closed.rcvd else None), frames
+
+
+@pytest.mark.redis
+def test_revoking_the_token_closes_an_open_me_socket_with_4401(server, cast, token_for):
+    from tess_site.consumers import CLOSE_CREDENTIAL_ENDED
+
+    plaintext = token_for(cast.approver)
+    with _open(server, **_bearer(plaintext)) as ws:
+        assert json.loads(ws.recv(timeout=10))["kind"] == "hello"
+        token = PersonalToken.objects.get(prefix=plaintext.split("_")[1])
+        accounts.token_revoke(scope=scope_of(cast.approver, cast.acme), token=token)
+        code, frames = _closed_with(ws)
+    assert code == CLOSE_CREDENTIAL_ENDED and frames == []
+
+
+@pytest.mark.redis
+def test_logging_out_closes_an_open_me_socket_with_4401(server, cast):
+    from tess_site.consumers import CLOSE_CREDENTIAL_ENDED
+
+    browser = Client()
+    browser.force_login(cast.approver)
+    cookie = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"}
+    with _open(server, origin=f"http://{server}", additional_headers=cookie) as ws:
+        assert json.loads(ws.recv(timeout=10))["kind"] == "hello"
+        browser.logout()
+        code, _ = _closed_with(ws)
+    assert code == CLOSE_CREDENTIAL_ENDED
+
+
+@pytest.mark.redis
+def test_a_revoked_token_receives_no_approval_link_pushed_after_revocation(server, cast, token_for):
+    from django.db import transaction
+
+    from approvals_app.events import notify_user_on_commit
+    from tess_site.consumers import CLOSE_CREDENTIAL_ENDED
+
+    plaintext = token_for(cast.approver)
+    with _open(server, **_bearer(plaintext)) as ws:
+        assert json.loads(ws.recv(timeout=10))["kind"] == "hello"
+        token = PersonalToken.objects.get(prefix=plaintext.split("_")[1])
+        accounts.token_revoke(scope=scope_of(cast.approver, cast.acme), token=token)
+        # Before any periodic re-check can run, a link for this approver is pushed to their socket.
+        with transaction.atomic():
+            notify_user_on_commit(
+                tenant_id=cast.acme.pk,
+                user_id=cast.approver.pk,
+                kind="approval.link",
+                body={"approval_id": "a-1", "url": "https://tess.example/approvals/one-time-secret/"},
+            )
+        code, frames = _closed_with(ws)
+    assert code == CLOSE_CREDENTIAL_ENDED
+    assert [frame["kind"] for frame in frames] == []
