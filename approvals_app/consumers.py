@@ -1,12 +1,19 @@
-"""``/ws/me/``: what concerns one person across sessions (approvals awaiting them, their cards)."""
+"""``/ws/me/``: what concerns one person across sessions (approvals awaiting them, their cards).
+
+On every (re)connect: ``hello``, then a ``snapshot`` of what waits on the person (``approvals_app.waiting``),
+then live events.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from channels.db import database_sync_to_async
+
 from tess_site.consumers import ScopedJsonConsumer
 
 from .events import scope_user_group
+from .waiting import waiting_on
 
 
 class MeConsumer(ScopedJsonConsumer):
@@ -22,6 +29,9 @@ class MeConsumer(ScopedJsonConsumer):
                 "channel": self.tess_scope.channel.value,
             },
         )
+        # Joined first, then read: whatever changes meanwhile also arrives live, so nothing falls between.
+        snapshot = await database_sync_to_async(waiting_on, thread_sensitive=False)(scope=self.tess_scope)
+        await self.send_event("snapshot", snapshot)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):

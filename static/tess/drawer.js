@@ -351,6 +351,12 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       if (event.kind === "approval") {
         upsertApproval(body);
         if (body.session_id === state.sessionId && body.execution === "executed") loadSessionStatus();
+      } else if (event.kind === "snapshot") {
+        // Sent first on every (re)connect: what waits on this person, read from the server's rows.
+        for (const card of body.cards || []) window.Tess.upsertCard(card);
+        for (const approval of [...(body.approvals_to_decide || []), ...(body.approvals_requested || [])]) {
+          upsertApproval(approval);
+        }
       } else if (event.kind === "approval.link") approvalLink(body);
       else if (event.kind === "card") window.Tess.upsertCard(body);
       else if (event.kind === "handoff") upsertHandoff(body);

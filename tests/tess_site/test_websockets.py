@@ -132,6 +132,11 @@ def test_it_closes_with_4403_when_the_tokens_membership_was_removed(server, cast
 # --- the credential is re-checked while the socket is open (tess_site.consumers) ---------------------------
 
 
+def _greeted(ws: ClientConnection) -> None:
+    """``/ws/me/`` opens with hello, then the snapshot of what waits on the person."""
+    assert [json.loads(ws.recv(timeout=10))["kind"] for _ in range(2)] == ["hello", "snapshot"]
+
+
 def _closed_with(ws: ClientConnection, timeout: float = 20) -> tuple[int | None, list[dict[str, Any]]]:
     """Read until the server closes the socket: its close code, and every frame that arrived before."""
     frames: list[dict[str, Any]] = []
@@ -148,7 +153,7 @@ def test_revoking_the_token_closes_an_open_me_socket_with_4401(server, cast, tok
 
     plaintext = token_for(cast.approver)
     with _open(server, **_bearer(plaintext)) as ws:
-        assert json.loads(ws.recv(timeout=10))["kind"] == "hello"
+        _greeted(ws)
         token = PersonalToken.objects.get(prefix=plaintext.split("_")[1])
         accounts.token_revoke(scope=scope_of(cast.approver, cast.acme), token=token)
         code, frames = _closed_with(ws)
@@ -163,7 +168,7 @@ def test_logging_out_closes_an_open_me_socket_with_4401(server, cast):
     browser.force_login(cast.approver)
     cookie = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"}
     with _open(server, origin=f"http://{server}", additional_headers=cookie) as ws:
-        assert json.loads(ws.recv(timeout=10))["kind"] == "hello"
+        _greeted(ws)
         browser.logout()
         code, _ = _closed_with(ws)
     assert code == CLOSE_CREDENTIAL_ENDED
@@ -178,7 +183,7 @@ def test_a_revoked_token_receives_no_approval_link_pushed_after_revocation(serve
 
     plaintext = token_for(cast.approver)
     with _open(server, **_bearer(plaintext)) as ws:
-        assert json.loads(ws.recv(timeout=10))["kind"] == "hello"
+        _greeted(ws)
         token = PersonalToken.objects.get(prefix=plaintext.split("_")[1])
         accounts.token_revoke(scope=scope_of(cast.approver, cast.acme), token=token)
         # Before any periodic re-check can run, a link for this approver is pushed to their socket.
@@ -192,3 +197,16 @@ def test_a_revoked_token_receives_no_approval_link_pushed_after_revocation(serve
         code, frames = _closed_with(ws)
     assert code == CLOSE_CREDENTIAL_ENDED
     assert [frame["kind"] for frame in frames] == []
+
+
+def test_every_me_connect_starts_with_what_waits_on_the_person(server, cast, token_for):
+    from memory_app.services import memory_propose
+
+    card = memory_propose(
+        scope_of(cast.owner, cast.acme), data={"op": "remember", "category": "preferences", "value": "be brief"}
+    )
+    for _ in range(2):  # a reconnect gets it again: nothing depends on a push that came while it was away
+        with _open(server, **_bearer(token_for(cast.owner))) as ws:
+            frames = [json.loads(ws.recv(timeout=10)) for _ in range(2)]
+        assert [frame["kind"] for frame in frames] == ["hello", "snapshot"]
+        assert frames[1]["body"]["cards"] == [{"id": str(card.id), "kind": card.kind, "status": "pending"}]
