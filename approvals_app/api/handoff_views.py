@@ -13,7 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tess_site.api import ScopedAPIView, list_schema
+from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.api_schema import list_schema
 from tess_site.errors import InvalidInput
 
 from ..handoff_adapters import SIGNATURE_HEADER, signature_valid
