@@ -21,6 +21,7 @@ from rest_framework import status
 from tess_site.errors import Conflict, InvalidInput, NotFound, TessError
 from tess_site.scope import Scope
 
+from .card_selectors import cards_restrict
 from .events import notify_user_on_commit
 from .models import Card
 
@@ -128,7 +129,7 @@ def card_propose(*, scope: Scope, kind: str, payload: dict[str, Any]) -> Card:
 def _owned(scope: Scope, card_id: Any) -> Any:
     if scope.actor is None:
         raise NotFound()
-    return Card.objects.filter(pk=card_id, tenant=scope.tenant, owner=scope.actor)
+    return cards_restrict(scope, "change").filter(pk=card_id)
 
 
 def _already_decided(scope: Scope, card_id: Any) -> TessError:
