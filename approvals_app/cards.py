@@ -1,7 +1,7 @@
 """Confirm cards: the one mechanism by which an operator-owned mutation is proposed and then applied.
 
-A higher app (memory today; the copilot gateway and approvals later) registers a handler for its card
-``kind`` in ``AppConfig.ready()`` and proposes cards through ``card_propose``. Listing, confirming and
+A higher app registers a handler for its card ``kind`` in its ``wiring.py`` (memory_app: memory writes)
+and proposes cards through ``card_propose``. Listing, confirming and
 dismissing are generic: only the card's owner may decide it (anyone else gets 404, as if it did not
 exist), and a card is decided once — a conditional UPDATE from ``pending`` — however many confirms race.
 """
