@@ -10,6 +10,8 @@ from django.http import HttpRequest
 
 from tess_site.admin import ReadOnlyTenantScopedAdmin, TenantFilter, readable_tenant_ids
 
+from .approval_selectors import approvals_in_tenants
+from .handoff_selectors import handoffs_in_tenants
 from .models import Approval, ApprovalSettings, Handoff
 
 
@@ -51,9 +53,7 @@ class ApprovalAdmin(ReadOnlyTenantScopedAdmin):
         return f"{approval.target_type}:{approval.target_id}"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
-        queryset = Approval.objects.select_related("tenant", "requester", "decided_by")
-        ids = readable_tenant_ids(request)
-        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+        return approvals_in_tenants(tenant_ids=readable_tenant_ids(request))
 
 
 @admin.register(Handoff)
@@ -84,9 +84,7 @@ class HandoffAdmin(ReadOnlyTenantScopedAdmin):
     fields = tuple(readonly_fields)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Handoff]:
-        queryset = Handoff.objects.select_related("tenant", "requester")
-        ids = readable_tenant_ids(request)
-        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+        return handoffs_in_tenants(tenant_ids=readable_tenant_ids(request))
 
 
 @admin.register(ApprovalSettings)

@@ -1,9 +1,13 @@
-"""Permission-aware reads of approval requests: what the caller requested or may decide, nothing else."""
+"""Permission-aware reads of approval requests: what the caller requested or may decide, nothing else.
+
+Every read of an approval on behalf of a person starts from ``approvals_restrict``, the one place that
+applies the tenant, owner and grant rules; the other readers here narrow what it returns.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
@@ -12,9 +16,15 @@ from tess_site.scope import Scope
 
 from .models import Approval, ApprovalLink
 
+ApprovalAction = Literal["view"]
 
-def approvals_visible(*, scope: Scope) -> QuerySet[Approval]:
-    """Approvals of the scope's tenant that the actor requested or holds a link to decide, newest first."""
+
+def approvals_restrict(scope: Scope, action: ApprovalAction = "view") -> QuerySet[Approval]:
+    """The approvals the scope's actor may ``action``.
+
+    ``view``: in the scope's tenant, requested by the actor or holding a link for the actor to decide.
+    A system scope reads nothing here: system work reads the rows it was handed by id.
+    """
     if scope.actor is None:
         return Approval.objects.none()
     holds_link = ApprovalLink.objects.filter(approval=OuterRef("pk"), approver=scope.actor)
@@ -22,9 +32,18 @@ def approvals_visible(*, scope: Scope) -> QuerySet[Approval]:
         Approval.objects.filter(tenant=scope.tenant)
         .annotate(may_decide=Exists(holds_link))
         .filter(Q(requester=scope.actor) | Q(may_decide=True))
-        .select_related("requester", "decided_by")
-        .order_by("-created_at", "-pk")
     )
+
+
+def approvals_visible(*, scope: Scope) -> QuerySet[Approval]:
+    """The approvals the actor may view, with requester and decider, newest first."""
+    return approvals_restrict(scope, "view").select_related("requester", "decided_by").order_by("-created_at", "-pk")
+
+
+def approvals_in_tenants(*, tenant_ids: frozenset[int] | None) -> QuerySet[Approval]:
+    """Where there is no Scope (the read-only Django admin): the approvals of ``tenant_ids`` (``None``: all)."""
+    approvals = Approval.objects.select_related("tenant", "requester", "decided_by")
+    return approvals if tenant_ids is None else approvals.filter(tenant_id__in=tenant_ids)
 
 
 def approval_get(*, scope: Scope, approval_id: Any) -> Approval:

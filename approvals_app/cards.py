@@ -1,7 +1,7 @@
 """Confirm cards: the one mechanism by which an operator-owned mutation is proposed and then applied.
 
-A higher app (memory today; the copilot gateway and approvals later) registers a handler for its card
-``kind`` in ``AppConfig.ready()`` and proposes cards through ``card_propose``. Listing, confirming and
+A higher app registers a handler for its card ``kind`` in its ``wiring.py`` (memory_app: memory writes)
+and proposes cards through ``card_propose``. Listing, confirming and
 dismissing are generic: only the card's owner may decide it (anyone else gets 404, as if it did not
 exist), and a card is decided once — a conditional UPDATE from ``pending`` — however many confirms race.
 """
@@ -21,6 +21,7 @@ from rest_framework import status
 from tess_site.errors import Conflict, InvalidInput, NotFound, TessError
 from tess_site.scope import Scope
 
+from .card_selectors import cards_restrict
 from .events import notify_user_on_commit
 from .models import Card
 
@@ -128,7 +129,7 @@ def card_propose(*, scope: Scope, kind: str, payload: dict[str, Any]) -> Card:
 def _owned(scope: Scope, card_id: Any) -> Any:
     if scope.actor is None:
         raise NotFound()
-    return Card.objects.filter(pk=card_id, tenant=scope.tenant, owner=scope.actor)
+    return cards_restrict(scope, "change").filter(pk=card_id)
 
 
 def _already_decided(scope: Scope, card_id: Any) -> TessError:

@@ -23,14 +23,14 @@ from typing import Any
 
 from celery import shared_task
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.utils import timezone
 from rest_framework import status as http
 
 from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, InvalidInput, NotFound, TessError
 from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, new_worker_id, requeue_due
-from tess_site.scope import Channel, Role, Scope
+from tess_site.scope import Channel, Scope
 from tess_site.tasks import enqueue_on_commit
 
 from .handoff_adapters import Envelope, MosRefused, MosResult, MosTransient, configured_adapter, redis_adapter
@@ -85,37 +85,6 @@ def _system_scope(handoff: Handoff) -> Scope:
         correlation_id=handoff.correlation_id or "-",
         session=handoff.session_id,
     )
-
-
-# --- reads ----------------------------------------------------------------------------------------------
-
-
-def handoffs_visible(*, scope: Scope) -> QuerySet[Handoff]:
-    """The requester's own hand-offs; a tenant's auditors and admins see all of the tenant's."""
-    rows = Handoff.objects.filter(tenant=scope.tenant)
-    if scope.actor is None or scope.has_role(Role.AUDITOR, Role.ADMIN):
-        return rows
-    return rows.filter(requester=scope.actor)
-
-
-def handoff_readable(scope: Scope, handoff_id: str) -> bool:
-    try:
-        pk = uuid.UUID(handoff_id)
-    except ValueError:
-        return False
-    return handoffs_visible(scope=scope).filter(pk=pk).exists()
-
-
-def handoffs_readable_many(scope: Scope, handoff_ids: list[str]) -> set[str]:
-    pks = []
-    for raw in handoff_ids:
-        try:
-            pks.append(uuid.UUID(raw))
-        except ValueError:
-            continue
-    found = handoffs_visible(scope=scope).filter(pk__in=pks).values_list("pk", flat=True)
-    readable = {str(pk) for pk in found}
-    return {raw for raw in handoff_ids if raw in readable or raw.lower() in readable}
 
 
 def result_text(handoff: Handoff) -> str:

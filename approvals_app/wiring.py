@@ -13,7 +13,8 @@ from tess_site.refs import register_reference_resolver
 from . import executions
 from .approval_selectors import can_read_approval
 from .approvals import register_approval_observer
-from .handoffs import handoff_readable, handoffs_readable_many, wake_handoff
+from .handoff_selectors import handoff_readable, handoffs_readable_many
+from .handoffs import wake_handoff
 from .metrics import collect_pending, count_transition
 from .models import ApprovalExecution, Handoff
 

@@ -1,8 +1,7 @@
 """What providers_app offers the catalog, registered at start-up (``ProvidersConfig.ready``).
 
-- GitOps reads and (approval-gated) writes, present while ``TESS_GITOPS_REPOS`` names a repository; the
-  writes' binders and executors go to approvals_app under the actions ``gitops.create_branch`` and
-  ``gitops.create_tag``.
+- GitOps reads and (approval-gated) writes, present while ``TESS_GITOPS_REPOS`` names a repository; what
+  runs a write once approved is registered in ``wiring.py``.
 - Fleet diagnostics: provider health and queue depth (sessions_app adds session counts).
 - Runtime bootstrap on tmux instances (sessions_app executes it: the runtime becomes a Tess session).
 - MCP discovery, present while ``TESS_MCP_SERVERS`` names a server.
@@ -13,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals_app.approvals import register_action_executor
 from approvals_app.handoffs import handoff_create
 from tess_site.scope import Scope
 
-from . import diagnostics, gitops, gitops_approvals, mcp_discovery
+from . import diagnostics, gitops, mcp_discovery
 from .bootstrap import tmux_bootstrap
 from .capabilities import (
     CapabilityName,
@@ -56,10 +54,6 @@ def register_catalog_capabilities() -> None:
     }
     for operation, implementation in gitops_ops.items():
         register_capability_operation(CapabilityName.GITOPS, operation, implementation, when=_has_repos)
-    for action in gitops_approvals.ACTIONS:
-        register_action_executor(
-            action, gitops_approvals.executor(action), bind_parameters=gitops_approvals.bind_parameters(action)
-        )
 
     register_capability_operation(CapabilityName.FLEET_DIAGNOSTICS, "provider_health", diagnostics.provider_health)
     register_capability_operation(CapabilityName.FLEET_DIAGNOSTICS, "queue_depth", diagnostics.queue_depth)

@@ -2,7 +2,7 @@
 
 - The two ways to authenticate appear as security schemes (a personal token as a bearer token, the browser's
   session cookie), so the schema says how to call each route.
-- A GET that answers a list (``tess_site.api.list_schema``) gets an operation id ending in ``_list``, so a
+- A GET that answers a list (``list_schema``) gets an operation id ending in ``_list``, so a
   collection and its item (``/sessions/`` and ``/sessions/{id}/``) do not share one.
 """
 
@@ -14,8 +14,22 @@ from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
+from drf_spectacular.utils import inline_serializer
+from rest_framework import serializers
 
 LIST_ANSWER = "_tess_list_answer"
+
+
+def list_schema(serializer: type[serializers.Serializer], *, cursor: bool = False) -> serializers.Serializer:
+    """The OpenAPI shape of a list answer: ``{"results": [...]}``, plus ``next``/``previous`` when cursor-paged."""
+    fields: dict[str, serializers.Field] = {"results": serializer(many=True)}
+    if cursor:
+        fields["next"] = serializers.URLField(allow_null=True, help_text="The next page, or null at the end.")
+        fields["previous"] = serializers.URLField(allow_null=True, help_text="The previous page, or null.")
+    name = serializer.__name__.removesuffix("Serializer") + ("Page" if cursor else "List")
+    answer = inline_serializer(name=name, fields=fields)
+    setattr(answer, LIST_ANSWER, True)  # its GET gets a `_list` operation id (TessAutoSchema below)
+    return answer
 
 
 def _is_list_answer(responses: Any) -> bool:

@@ -12,8 +12,9 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.accounts.permissions import has_role
-from tess_site.api import ScopedAPIView, list_schema
+from tess_site.api_schema import list_schema
 from tess_site.scope import Role
 
 from .audit.models import AuditEvent

@@ -22,7 +22,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .api import ScopedAPIView
+from .accounts.api_base import ScopedAPIView
 from .scope import Scope
 
 CHECK_TIMEOUT_SECONDS = 2.0

@@ -2,7 +2,7 @@
 
 PostgreSQL text and jsonb cannot hold NUL (psycopg raises on it), a lone UTF-16 surrogate cannot be encoded
 as UTF-8 (the JSON renderer fails echoing it back in a validation message), jsonb has no NaN or Infinity, and
-JSON nested thousands deep exhausts Python's recursion limit in the parser. Each of those used to surface as a
+JSON nested thousands deep exhausts Python's recursion limit in the parser. Left to the views, each would be a
 500 from whichever view met it first; this middleware answers them once, for every route, with typed errors:
 
 - a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``: 413 ``request_too_large``;

@@ -8,12 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from tess_site.accounts.models import Tenant
+
+class ScopeTenant(Protocol):
+    """What a Scope's tenant offers to code that holds only the Scope: its primary key and its slug.
+
+    The tenant is a ``tess_site.accounts.models.Tenant``. accounts builds Scopes from credentials, so the
+    Scope names only this shape and imports nothing of accounts; a bare ``Scope`` annotation leaves the
+    tenant's precise type to the caller (the ORM wants the model itself in lookups and foreign keys).
+    """
+
+    @property
+    def pk(self) -> int: ...
+
+    @property
+    def slug(self) -> str: ...
+
+
+TenantT = TypeVar("TenantT", bound=ScopeTenant)
 
 
 class Channel(StrEnum):
@@ -31,14 +47,14 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Scope:
+class Scope(Generic[TenantT]):
     """Immutable, server-derived identity of one action.
 
     ``actor`` is ``None`` only for system work (sweepers, migrations) with ``channel=SYSTEM``.
     ``roles`` are the actor's roles in ``tenant`` at the moment the credential was verified.
     """
 
-    tenant: Tenant
+    tenant: TenantT
     actor: User | None
     channel: Channel
     correlation_id: str
@@ -52,7 +68,7 @@ class Scope:
     def has_role(self, *roles: Role) -> bool:
         return any(role in self.roles for role in roles)
 
-    def for_session(self, session_id: str) -> Scope:
+    def for_session(self, session_id: str) -> Scope[TenantT]:
         """The same identity, narrowed to one Tess session."""
         return Scope(
             tenant=self.tenant,
@@ -63,7 +79,7 @@ class Scope:
             roles=self.roles,
         )
 
-    def with_tenant(self, tenant: Tenant, roles: frozenset[Role]) -> Scope:
+    def with_tenant(self, tenant: TenantT, roles: frozenset[Role]) -> Scope[TenantT]:
         """The same actor in another tenant, after the caller verified the membership behind ``roles``."""
         return Scope(
             tenant=tenant,

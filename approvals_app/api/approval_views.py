@@ -12,7 +12,8 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView, list_schema
+from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.api_schema import list_schema
 
 from ..approval_selectors import approval_get, approvals_visible
 from ..models import Approval

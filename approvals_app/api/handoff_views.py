@@ -13,11 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tess_site.api import ScopedAPIView, list_schema
+from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.api_schema import list_schema
 from tess_site.errors import InvalidInput
 
 from ..handoff_adapters import SIGNATURE_HEADER, signature_valid
-from ..handoffs import SignatureInvalid, handoff_result_apply, handoffs_visible
+from ..handoff_selectors import handoffs_restrict
+from ..handoffs import SignatureInvalid, handoff_result_apply
 from ..models import Handoff
 
 LIST_LIMIT = 200
@@ -54,7 +56,7 @@ class HandoffListView(ScopedAPIView):
     def get(self, request: Request) -> Response:
         query = HandoffListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        rows = handoffs_visible(scope=self.scope).select_related("requester")
+        rows = handoffs_restrict(self.scope, "view").select_related("requester")
         if "status" in query.validated_data:
             rows = rows.filter(status=query.validated_data["status"])
         if "session_id" in query.validated_data:

@@ -10,7 +10,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView, list_schema
+from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.api_schema import list_schema
 
 from ..coding.selectors import coding_memory_entries, coding_memory_entry
 from ..coding.services import (

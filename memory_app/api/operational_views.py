@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 
 from ..plugin import operator_memory_plugin
 from .coding_serializers import OperationalQuerySerializer

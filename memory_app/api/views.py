@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from approvals_app.api.card_serializers import CardSerializer
 from approvals_app.api.card_views import RetryAfterMixin
 from approvals_app.cards import Unavailable
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 
 from ..errors import MemoryUnavailable
 from ..selectors import ERASURE, PROMPT_CEILINGS, Snapshot, category_policy_view, memory_snapshot

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 
 from ..capabilities import available_capabilities
 from ..catalog import catalog_for

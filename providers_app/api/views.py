@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 
 from ..contract import ProviderError
 from ..registry import configured_instances, get_provider, instances_for_tenant

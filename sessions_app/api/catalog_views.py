@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 
 from ..gateway_tools import catalog_invoke
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 
 from ..gateway import MAX_TURN_CHARS, turn_handle
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent

@@ -11,7 +11,8 @@ from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
-from tess_site.api import ScopedAPIView, list_schema
+from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.api_schema import list_schema
 
 from .. import cutover, selectors, services
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent

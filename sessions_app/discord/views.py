@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from tess_site.api import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.errors import InvalidInput
 
 from . import services

@@ -13,11 +13,11 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from tess_site.api import ScopedAPIView
 from tess_site.errors import Forbidden, InvalidInput, NotFound, TessError
 from tess_site.scope import Channel, Scope
 
 from .. import scopes, selectors, services
+from ..api_base import ScopedAPIView
 from ..limits import FailureLimit
 from .serializers import MeSerializer, SelectTenantSerializer, TokenRequestSerializer, TokenResponseSerializer
 
