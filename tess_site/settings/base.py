@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
-from .env import ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_list, env_networks, env_str
+from .derived import (
+    discord_enabled,
+    discord_public_key,
+    gateway_signing_key,
+    instance_id,
+    mos_webhook_secret,
+    model_adapter,
+    model_name,
+)
+from .env import env_bool, env_choice, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("TESS_VAR_DIR", str(BASE_DIR / "var")) or BASE_DIR / "var")
@@ -164,13 +173,10 @@ TESS_TOKEN_RATE = env_str("TESS_TOKEN_RATE", "10/min") or "10/min"
 TESS_LOGIN_RATE = env_str("TESS_LOGIN_RATE", "10/min") or "10/min"
 
 # --- model adapter and policy (reported by health, never with credentials) -----------------------
-# deterministic: the embedded default, answers from live state with no model; openai_compatible: the openai
-# client against any chat-completions base URL. The earlier names builtin/openai are still accepted.
-_ADAPTER_ALIASES = {"builtin": "deterministic", "openai": "openai_compatible"}
-_adapter = env_choice("TESS_MODEL_ADAPTER", ("deterministic", "openai_compatible", *_ADAPTER_ALIASES), "deterministic")
-TESS_MODEL_ADAPTER = _ADAPTER_ALIASES.get(_adapter, _adapter)
+# deterministic (the embedded default) or openai_compatible; see settings/derived.py.
+TESS_MODEL_ADAPTER = model_adapter(os.environ)
 _OPENAI_COMPATIBLE = TESS_MODEL_ADAPTER == "openai_compatible"
-TESS_MODEL = env_str("TESS_MODEL", "gpt-5.6-sol" if _OPENAI_COMPATIBLE else "tess-deterministic")
+TESS_MODEL = model_name(os.environ)
 TESS_MODEL_BASE_URL = env_str("TESS_MODEL_BASE_URL")
 TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
 TESS_REASONING_LEVEL = env_choice(
@@ -346,10 +352,8 @@ CELERY_BEAT_SCHEDULE["approvals-expire-lapsed"] = {
 # --- gateway identity (issue 10) -----------------------------------------------------------------------
 # Who this Tess is to its peers: TESS_INSTANCE_ID names it, TESS_GATEWAY_SIGNING_KEY signs its outgoing
 # webhooks (the Mos webhook uses it unless TESS_MOS_WEBHOOK_SECRET is set). Production requires both.
-TESS_INSTANCE_ID = env_str("TESS_INSTANCE_ID", "") or ""
-if TESS_INSTANCE_ID and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", TESS_INSTANCE_ID):
-    raise ImproperlyConfiguredEnv("TESS_INSTANCE_ID must be 1-64 letters, digits, '.', '_' or '-'")
-TESS_GATEWAY_SIGNING_KEY = env_str("TESS_GATEWAY_SIGNING_KEY", "") or ""
+TESS_INSTANCE_ID = instance_id(os.environ)
+TESS_GATEWAY_SIGNING_KEY = gateway_signing_key(os.environ)
 
 # --- Mos hand-offs (approvals_app.handoffs) ------------------------------------------------------------
 # none: a hand-off is recorded and stays queued (the embedded default); redis: appended to a Redis stream,
@@ -357,7 +361,7 @@ TESS_GATEWAY_SIGNING_KEY = env_str("TESS_GATEWAY_SIGNING_KEY", "") or ""
 # results come back signed to POST /api/v1/handoffs/<id>/result/.
 TESS_MOS_ADAPTER = env_choice("TESS_MOS_ADAPTER", ("none", "redis", "webhook"), "none")
 TESS_MOS_WEBHOOK_URL = env_str("TESS_MOS_WEBHOOK_URL", "") or ""
-TESS_MOS_WEBHOOK_SECRET = env_str("TESS_MOS_WEBHOOK_SECRET", "") or TESS_GATEWAY_SIGNING_KEY
+TESS_MOS_WEBHOOK_SECRET = mos_webhook_secret(os.environ)
 TESS_MOS_WEBHOOK_TIMEOUT_SECONDS = env_int("TESS_MOS_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
 TESS_MOS_HANDOFF_STREAM = env_str("TESS_MOS_HANDOFF_STREAM", "mos:handoffs") or "mos:handoffs"
 TESS_MOS_RESULT_STREAM = env_str("TESS_MOS_RESULT_STREAM", "mos:results") or "mos:results"
@@ -373,20 +377,13 @@ CELERY_BEAT_SCHEDULE["handoffs-requeue-due"] = {"task": "approvals_app.handoffs.
 INSTALLED_APPS += ["sessions_app.discord"]
 # The API base Tess calls for follow-ups, channel notices and direct messages (a local stand-in in tests).
 TESS_DISCORD_API_BASE = env_str("TESS_DISCORD_API_BASE", "https://discord.com/api/v10") or "https://discord.com/api/v10"
-TESS_DISCORD_PUBLIC_KEY = env_str("TESS_DISCORD_PUBLIC_KEY", "") or ""  # hex; unset: every interaction is refused
 TESS_DISCORD_APPLICATION_ID = env_str("TESS_DISCORD_APPLICATION_ID", "") or ""
 TESS_DISCORD_BOT_TOKEN = env_str("TESS_DISCORD_BOT_TOKEN", "") or ""  # or TESS_DISCORD_BOT_TOKEN_FILE
 TESS_DISCORD_BOT_TOKEN_FILE = env_str("TESS_DISCORD_BOT_TOKEN_FILE", "") or ""
 # On when any Discord key is configured, unless turned off; off also refuses every interaction.
 # Production refuses Discord turned on without its public key, application id and bot token.
-TESS_DISCORD_ENABLED = env_bool(
-    "TESS_DISCORD_ENABLED",
-    bool(
-        TESS_DISCORD_PUBLIC_KEY or TESS_DISCORD_APPLICATION_ID or TESS_DISCORD_BOT_TOKEN or TESS_DISCORD_BOT_TOKEN_FILE
-    ),
-)
-if not TESS_DISCORD_ENABLED:
-    TESS_DISCORD_PUBLIC_KEY = ""
+TESS_DISCORD_ENABLED = discord_enabled(os.environ)
+TESS_DISCORD_PUBLIC_KEY = discord_public_key(os.environ)  # hex; empty: every interaction is refused
 TESS_DISCORD_LINK_CODE_MINUTES = env_int("TESS_DISCORD_LINK_CODE_MINUTES", 10, minimum=1, maximum=60)
 TESS_DISCORD_LINK_RATE = env_str("TESS_DISCORD_LINK_RATE", "10/hour") or "10/hour"
 _THROTTLE_RATES: dict[str, str] = REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # type: ignore[assignment]
