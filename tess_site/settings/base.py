@@ -6,16 +6,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-import dj_database_url
-
 from .derived import (
+    databases,
     discord_enabled,
     discord_public_key,
     gateway_signing_key,
     instance_id,
-    mos_webhook_secret,
     model_adapter,
     model_name,
+    mos_webhook_secret,
+    operator_memory,
+    reasoning_level,
 )
 from .env import env_bool, env_choice, env_int, env_list, env_networks, env_str
 
@@ -85,31 +86,9 @@ TEMPLATES = [
 ]
 
 # --- database -------------------------------------------------------------------------------------
-# DATABASE_URL unset means the embedded default: SQLite under var/.
+# DATABASE_URL unset means the embedded default: SQLite under var/ (settings/derived.py).
 DATABASE_URL = env_str("DATABASE_URL")
-if DATABASE_URL:
-    # Health checks: a persistent connection the server dropped is replaced before the next request uses it.
-    DATABASES = {
-        "default": dj_database_url.parse(
-            DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
-        )
-    }
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # Tess's hand-written hot statements (tess_site.rows.hot_cursor: token lookup, idempotency, turn
-        # reads and appends, audit) are prepared on a connection after this many runs, so PostgreSQL stops
-        # parsing and planning them on every request. The ORM keeps client-side binding and never prepares.
-        # ``off`` disables it (a pooler in transaction mode without prepared-statement support).
-        _off = (env_str("DB_PREPARE_THRESHOLD") or "").lower() == "off"
-        _prepare = None if _off else env_int("DB_PREPARE_THRESHOLD", 2, minimum=0)
-        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = _prepare
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(VAR_DIR / "tess.sqlite3"),
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
-        }
-    }
+DATABASES = databases(os.environ, VAR_DIR / "tess.sqlite3")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: channel layer, celery broker, cache ---------------------------------------------------
@@ -175,13 +154,10 @@ TESS_LOGIN_RATE = env_str("TESS_LOGIN_RATE", "10/min") or "10/min"
 # --- model adapter and policy (reported by health, never with credentials) -----------------------
 # deterministic (the embedded default) or openai_compatible; see settings/derived.py.
 TESS_MODEL_ADAPTER = model_adapter(os.environ)
-_OPENAI_COMPATIBLE = TESS_MODEL_ADAPTER == "openai_compatible"
 TESS_MODEL = model_name(os.environ)
 TESS_MODEL_BASE_URL = env_str("TESS_MODEL_BASE_URL")
 TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
-TESS_REASONING_LEVEL = env_choice(
-    "TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), "high" if _OPENAI_COMPATIBLE else "medium"
-)
+TESS_REASONING_LEVEL = reasoning_level(os.environ)
 TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
 TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
 TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")
@@ -285,7 +261,7 @@ TESS_DIAGNOSTICS_CHECK_SECONDS = env_int("TESS_DIAGNOSTICS_CHECK_SECONDS", 5, mi
 # The kill switch: unset means on (a database is always bound, the embedded SQLite included); 0/off/false
 # turns operator memory off for every operator. A runtime switch in the database does the same without a
 # restart (``manage.py tess_memory_switch``).
-TESS_OPERATOR_MEMORY = env_bool("TESS_OPERATOR_MEMORY", True)
+TESS_OPERATOR_MEMORY = operator_memory(os.environ)
 
 # --- sessions and the live stream (sessions_app) ----------------------------------------------------
 TESS_ATTACH_IDLE_SECONDS = env_int("TESS_ATTACH_IDLE_SECONDS", 900, minimum=10)

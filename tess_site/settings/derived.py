@@ -7,8 +7,39 @@ they check, so both read the same value the same way.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
-from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_str
+import dj_database_url
+
+from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_str
+
+
+def databases(environ: Environ, sqlite_path: Path) -> dict[str, Any]:
+    """``DATABASES`` from ``DATABASE_URL``; unset means the embedded default, SQLite at ``sqlite_path``."""
+    url = env_str("DATABASE_URL", environ=environ)
+    if not url:
+        return {
+            "default": {
+                "ENGINE": "django.db.backends.sqlite3",
+                "NAME": str(sqlite_path),
+                "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            }
+        }
+    # Health checks: a persistent connection the server dropped is replaced before the next request uses it.
+    default = dj_database_url.parse(
+        url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, environ=environ), conn_health_checks=True
+    )
+    if default["ENGINE"] == "django.db.backends.postgresql":
+        # Tess's hand-written hot statements (tess_site.rows.hot_cursor: token lookup, idempotency, turn
+        # reads and appends, audit) are prepared on a connection after this many runs, so PostgreSQL stops
+        # parsing and planning them on every request. The ORM keeps client-side binding and never prepares.
+        # ``off`` disables it (a pooler in transaction mode without prepared-statement support).
+        off = (env_str("DB_PREPARE_THRESHOLD", environ=environ) or "").lower() == "off"
+        prepare = None if off else env_int("DB_PREPARE_THRESHOLD", 2, minimum=0, environ=environ)
+        default.setdefault("OPTIONS", {})["prepare_threshold"] = prepare
+    return {"default": default}
+
 
 # deterministic: the embedded default, answers from live state with no model; openai_compatible: the openai
 # client against any chat-completions base URL. The earlier names builtin/openai are still accepted.
@@ -16,15 +47,24 @@ _ADAPTER_ALIASES = {"builtin": "deterministic", "openai": "openai_compatible"}
 
 
 def model_adapter(environ: Environ) -> str:
-    adapter = env_choice(
-        "TESS_MODEL_ADAPTER", ("deterministic", "openai_compatible", *_ADAPTER_ALIASES), "deterministic", environ=environ
-    )
+    choices = ("deterministic", "openai_compatible", *_ADAPTER_ALIASES)
+    adapter = env_choice("TESS_MODEL_ADAPTER", choices, "deterministic", environ=environ)
     return _ADAPTER_ALIASES.get(adapter, adapter)
 
 
 def model_name(environ: Environ) -> str | None:
     default = "gpt-5.6-sol" if model_adapter(environ) == "openai_compatible" else "tess-deterministic"
     return env_str("TESS_MODEL", default, environ=environ)
+
+
+def reasoning_level(environ: Environ) -> str:
+    default = "high" if model_adapter(environ) == "openai_compatible" else "medium"
+    return env_choice("TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), default, environ=environ)
+
+
+def operator_memory(environ: Environ) -> bool:
+    """seed 002's kill switch: unset means on; 0/off/false turns operator memory off for every operator."""
+    return env_bool("TESS_OPERATOR_MEMORY", True, environ=environ)
 
 
 def instance_id(environ: Environ) -> str:
