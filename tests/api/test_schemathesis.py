@@ -10,8 +10,9 @@ import uuid
 import pytest
 
 from sessions_app.models import Session
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
 from tests.tess_site.conftest import start_child as start_child
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +33,7 @@ def test_the_api_has_no_server_errors_and_conforms_to_its_schema(cast, token_for
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(TESS_TOKEN_RATE="10000/min", TESS_DISCORD_LINK_RATE="10000/min", TESS_APPROVAL_RATE="10000/min"),
     )
-    assert wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30) and child.alive(), child.output()
+    assert wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30) and child.alive(), child.output()
     token = token_for(cast.owner)
 
     def schemathesis(checks: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,7 @@ from sessions_app.gateway_prompt import STABLE_PREFIX
 from sessions_app.models import Session, SessionEvent
 from sessions_app.services import session_grant
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 from tests.providers_app.chat_standin import ChatStandIn, running_chat_standin
 
 pytestmark = pytest.mark.django_db
@@ -31,13 +32,6 @@ pytestmark = pytest.mark.django_db
 def chat_standin() -> Iterator[ChatStandIn]:
     with running_chat_standin() as standin:
         yield standin
-
-
-def make_session(user, tenant, title: str = "work") -> Session:
-    """A bound session row; answers that need no runtime never call its provider."""
-    return Session.objects.create(
-        tenant=tenant, owner=user, title=title, provider_instance="nowhere", runtime_id=f"${uuid.uuid4().hex[:6]}"
-    )
 
 
 def turn(client, session: Session, text: str, key: str | None = None, **headers: Any):
@@ -61,7 +55,7 @@ def kinds(session: Session) -> list[str]:
 
 @pytest.fixture
 def session(cast) -> Session:
-    return make_session(cast.owner, cast.acme)
+    return SessionFactory.create(owner=cast.owner, tenant=cast.acme)
 
 
 def test_a_conversation_turn_is_answered_and_both_events_reach_the_stream(cast, api_as, session):
@@ -297,7 +291,7 @@ def test_a_model_failure_without_memory_still_gets_a_system_line(cast, api_as, s
 def test_the_stable_prefix_is_identical_for_two_operators_and_free_of_memory(cast, api_as, chat_standin):
     remember(cast.owner, cast.acme, category="standing_initiative", value="owner drives Phase 5")
     remember(cast.teammate, cast.acme, category="preferences", value="teammate wants terse answers")
-    sessions = {user: make_session(user, cast.acme) for user in (cast.owner, cast.teammate)}
+    sessions = {user: SessionFactory.create(owner=user, tenant=cast.acme) for user in (cast.owner, cast.teammate)}
     with override_settings(**model_settings(chat_standin, "gpt-5.6-sol")):
         for user, session in sessions.items():
             for text in ("hello", "what is the status of the queue?"):

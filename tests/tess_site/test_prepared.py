@@ -14,6 +14,7 @@ from sessions_app.models import Session
 from tess_site.settings.derived import databases
 from tess_site.settings.env import ImproperlyConfiguredEnv
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 from tests.sessions_app.test_turns import turn
 
 
@@ -31,9 +32,7 @@ def test_a_turns_statements_are_prepared_on_the_connection_and_its_answers_stay_
         category = "standing_initiative" if "Phase" in value else "preferences"
         card = memory_propose(scope, data={"op": "remember", "category": category, "value": value})
         card_confirm(scope=scope, card_id=card.id)
-    session = Session.objects.create(
-        tenant=cast.acme, owner=cast.owner, title="work", provider_instance="nowhere", runtime_id="$prep"
-    )
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     client = api_as(cast.owner)
     connection.connection.execute("DEALLOCATE ALL")  # whatever earlier tests left on this connection
     assert _prepared() == []
