@@ -17,7 +17,6 @@ from approvals_app.models import Approval, AuditEvent, Card, Handoff
 from memory_app.models import OperatorMemory
 from memory_app.plugin.registry import reset_plugins
 from memory_app.services import memory_propose
-from sessions_app.gateway import fallback_line
 from sessions_app.gateway_prompt import STABLE_PREFIX
 from sessions_app.models import Session, SessionEvent
 from sessions_app.services import session_grant
@@ -263,12 +262,13 @@ def test_when_the_model_fails_after_reading_memory_the_fallback_says_so(cast, ap
     remember(cast.owner, cast.acme, category="standing_initiative", value="EVE_EVERYWHERE Phase 5")
     remember(cast.owner, cast.acme, category="preferences", value="lead with sev0")
     with override_settings(**model_settings(chat_standin, "error-503")):
-        body = turn(api_as(cast.owner), session, "hello").json()
+        response = turn(api_as(cast.owner), session, "hello")
+    assert response.status_code == 200, response.content
+    body = response.json()
     expected = (
         "The model failed (model_error). 2 operator notes were read for this turn and did not ground this "
         "deterministic fallback answer."
     )
-    assert fallback_line(read=2, code="model_error") == expected
     assert [e["kind"] for e in body["events"]] == ["turn.in", "system", "turn.out"]
     assert body["events"][1]["body"] == {"text": expected, "code": "model_fallback"}
     # The fallback read no memory: it does not name the initiative, and its reply claims no recall.
@@ -300,7 +300,7 @@ def test_the_stable_prefix_is_identical_for_two_operators_and_free_of_memory(cas
     assert len(prefixes) == 4
     assert all(p.encode() == STABLE_PREFIX.encode() for p in prefixes)
     for note in ("Phase 5", "terse answers", "Operator memory"):
-        assert note not in STABLE_PREFIX
+        assert all(note not in prefix for prefix in prefixes)
     dynamic = [r["body"]["messages"][1]["content"] for r in chat_standin.requests]
     assert "owner drives Phase 5" in dynamic[0] and "terse answers" not in dynamic[0]
     assert "teammate wants terse answers" in dynamic[2] and "Phase 5" not in dynamic[2]
