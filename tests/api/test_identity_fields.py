@@ -17,7 +17,8 @@ from tess_site.middleware import IDENTITY_FIELDS
 
 pytestmark = pytest.mark.django_db
 
-_CONVERTERS = {"int": "1", "uuid": str(uuid.uuid4()), "slug": "x", "str": "x", "path": "x"}
+# Fixed values: the test ids are built from them, and parallel workers must collect the same ids.
+_CONVERTERS = {"int": "1", "uuid": str(uuid.UUID(int=1)), "slug": "x", "str": "x", "path": "x"}
 
 
 def _walk(patterns: list[URLPattern | URLResolver], prefix: str = "") -> Iterator[str]:

@@ -205,6 +205,21 @@ def test_setting_a_secret_and_its_file_is_refused(tmp_path):
         _start({**COMPLETE, "SECRET_KEY_FILE": str(path)})
 
 
+def test_the_security_settings_can_be_relaxed_only_where_a_proxy_does_the_work():
+    values = _start({**COMPLETE, "TESS_SECURE_COOKIES": "0", "TESS_HSTS_SECONDS": "0", "TESS_SERVE_STATIC": "1"})
+    assert (values["SESSION_COOKIE_SECURE"], values["CSRF_COOKIE_SECURE"]) == (False, False)
+    assert values["SECURE_HSTS_SECONDS"] == 0 and values["TESS_SERVE_STATIC"] is True
+    assert values["SECURE_PROXY_SSL_HEADER"] == ("HTTP_X_FORWARDED_PROTO", "https")
+    with pytest.raises(ImproperlyConfiguredEnv, match="TESS_HSTS_SECONDS"):
+        _start({**COMPLETE, "TESS_HSTS_SECONDS": "-1"})
+
+
+@pytest.mark.parametrize("adapter", ["openai", "openai_compatible"])
+def test_an_earlier_adapter_name_is_held_to_the_same_rules(adapter):
+    refusal = _refusal({**COMPLETE, "TESS_MODEL_ADAPTER": adapter})
+    assert "TESS_MODEL_BASE_URL" in refusal and "TESS_MODEL_API_KEY" in refusal
+
+
 def test_production_defaults_https_only_and_no_static_serving():
     values = _start(COMPLETE)
     assert {
