@@ -18,7 +18,7 @@ def wait_for(check: Callable[[], T], what: None = None, *, timeout: float = ...,
 
 
 def wait_for(
-    check: Callable[[], Any], what: str | None = None, *, timeout: float = WAIT_SECONDS, interval: float = 0.05
+    check: Callable[[], Any], what: str | None = None, *, timeout: float = WAIT_SECONDS, interval: float = 0.1
 ) -> Any:
     """Poll ``check`` until it returns something truthy, and return that.
 
