@@ -54,12 +54,13 @@ ensure_database() {
     grep -q 1 || createdb -h "$PG_HOST" -p "$PG_PORT" -U postgres "$name"
 }
 
-# Test databases are named test_<db>_<pid> (tess_site/settings/test.py); drop those whose process is gone.
+# Test databases are named test_<db>_<pid> (tess_site/settings/test.py), with _gw<n> after it for each
+# parallel worker; drop those whose process is gone.
 drop_stale_test_databases() {
   local name pid
   for name in $(psql -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -tAc \
-    "SELECT datname FROM pg_database WHERE datname ~ '^test_tess.*_[0-9]+$'" 2>/dev/null); do
-    pid=${name##*_}
+    "SELECT datname FROM pg_database WHERE datname ~ '^test_tess.*_[0-9]+(_gw[0-9]+)?$'" 2>/dev/null); do
+    pid=${name%_gw*}; pid=${pid##*_}
     kill -0 "$pid" 2>/dev/null || dropdb -h "$PG_HOST" -p "$PG_PORT" -U postgres --if-exists "$name" 2>/dev/null || true
   done
 }

@@ -27,4 +27,9 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy .
 echo "== import-linter"; .venv/bin/lint-imports --no-cache
-echo "== pytest"; .venv/bin/pytest "$@"
+# The suite runs in parallel (pytest-xdist): each worker has its own test database and Redis channel prefix
+# (tess_site/settings/test.py). Many tests wait on child servers and workers, so more workers than cores
+# pays; TESS_TEST_WORKERS overrides the count (0 runs in this one process). The 25 slowest tests are listed.
+workers="${TESS_TEST_WORKERS:-4}"
+echo "== pytest ($workers workers)"
+.venv/bin/pytest -n "$workers" --dist loadfile --durations=25 "$@"

@@ -26,9 +26,34 @@ AUDIT_TABLE = "approvals_app_auditevent"
 AUDIT_HEAD_TABLE = "approvals_app_auditchainhead"
 
 
+# The files that take longest (each starts servers, peers or many examples). Parallel workers take whole files
+# (scripts/test.sh: --dist loadfile); these start first, so no worker is left running one alone at the end.
+LONGEST_FILES = (
+    "tests/providers_app/test_contract.py",
+    "tests/providers_app/test_matrix.py",
+    "tests/api/test_schemathesis.py",
+    "tests/cli/test_commands.py",
+    "tests/tess_site/test_preflight.py",
+    "tests/sessions_app/test_stream_websocket.py",
+    "tests/api/test_identity_fields.py",
+    "tests/browser/test_drawer_page.py",
+    "tests/cli/test_stream.py",
+    "tests/browser/test_drawer_memory.py",
+    "tests/memory_app/coding/test_ingest.py",
+    "tests/tess_site/test_bad_input.py",
+)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``postgres``/``redis`` need the real service. CI fails without them; a laptop skips loudly."""
     from django.conf import settings
+
+    _longest_first(items)
 
     missing = []
     if not (settings.DATABASES["default"]["ENGINE"].endswith("postgresql")):

@@ -22,7 +22,8 @@ import httpx
 from celery import Celery
 
 from tests.sessions_app.conftest import ECHO_COMMAND, TmuxInstance, kill, make_instance
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.waiting import wait_for
 
 LEASE_SECONDS = 5  # the smallest lease the settings accept: a killed worker's item is swept within seconds
 SWEEP_SECONDS = 1
@@ -47,7 +48,7 @@ class RedisServer:
         self.starts += 1
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         self.child = Child([*args, "--dir", str(self.root)], dict(os.environ), self.root / f"redis-{self.starts}.log")
-        if not wait_until(lambda: not self.child_alive() or self.ping(), timeout=20):
+        if not wait_for(lambda: not self.child_alive() or self.ping(), timeout=20):
             raise RuntimeError(f"redis-server did not answer on {self.port}")
 
     def child_alive(self) -> bool:
@@ -158,7 +159,7 @@ class Cluster:
         def ready() -> bool:
             return not node.child.alive() or serves_healthz(node.port)
 
-        if not wait_until(ready, timeout=START_SECONDS) or not node.child.alive():
+        if not wait_for(ready, timeout=START_SECONDS) or not node.child.alive():
             raise RuntimeError(f"node {node.name} did not answer:\n{node.child.output()}")
 
     def start_worker(self, name: str, *, wait: bool = True) -> Worker:
@@ -186,7 +187,7 @@ class Cluster:
         def ready() -> bool:
             return not worker.child.alive() or bool(self.control().control.ping(destination=[worker.name], timeout=1))
 
-        if not wait_until(ready, timeout=START_SECONDS, interval=0.5) or not worker.child.alive():
+        if not wait_for(ready, timeout=START_SECONDS, interval=0.5) or not worker.child.alive():
             raise RuntimeError(f"worker {worker.name} did not answer:\n{worker.child.output()}")
 
     def revive(self) -> None:

@@ -25,7 +25,7 @@ from approvals_app.models import Approval, ApprovalExecution
 from sessions_app.models import InboxItem, Session, SessionEvent
 from tess_site.audit.models import AuditEvent
 from tess_site.leases import LeaseState
-from tests.tess_site.children import wait_until
+from tests.waiting import wait_for
 
 from .cluster import Cluster, Node, api, idem, json_of
 
@@ -244,8 +244,8 @@ def test_an_approval_decided_on_two_nodes_at_once_terminates_the_session_exactly
     for _ in range(6):
         cluster.control().send_task(EXECUTE, args=[item.pk])
 
-    assert wait_until(lambda: _execution(approval_id) == "executed", timeout=60), cluster.logs()
-    assert wait_until(lambda: sum(cluster.processed(EXECUTE).values()) >= 7, timeout=30), cluster.processed(EXECUTE)
+    assert wait_for(lambda: _execution(approval_id) == "executed", timeout=60), cluster.logs()
+    assert wait_for(lambda: sum(cluster.processed(EXECUTE).values()) >= 7, timeout=30), cluster.processed(EXECUTE)
     item.refresh_from_db()
     assert (item.state, item.attempts) == (LeaseState.DONE, 1)
     assert ApprovalExecution.objects.filter(approval_id=approval_id).count() == 1
@@ -287,7 +287,7 @@ def test_a_worker_killed_mid_send_leaves_the_message_delivered_exactly_once_by_t
     cluster.hold.touch()
 
     inbox_id = _message(a, token, session_id, "survives-sigkill")
-    assert wait_until(lambda: entered.exists() and entered.read_text().strip() != "", timeout=30), cluster.logs()
+    assert wait_for(lambda: entered.exists() and entered.read_text().strip() != "", timeout=30), cluster.logs()
     holder_pid = int(entered.read_text())
     (holder,) = [w for w in cluster.workers.values() if w.pid == holder_pid]
     (other,) = [w for w in cluster.workers.values() if w.pid != holder_pid]
@@ -297,10 +297,10 @@ def test_a_worker_killed_mid_send_leaves_the_message_delivered_exactly_once_by_t
     holder.child.process.wait(timeout=10)
     cluster.hold.unlink()
     # Nobody touches the item: its lease runs out, beat's sweeper re-queues it, the other worker sends it.
-    assert wait_until(lambda: InboxItem.objects.get(pk=inbox_id).state == LeaseState.DONE, timeout=60), cluster.logs()
+    assert wait_for(lambda: InboxItem.objects.get(pk=inbox_id).state == LeaseState.DONE, timeout=60), cluster.logs()
     item = InboxItem.objects.get(pk=inbox_id)
     assert item.attempts == 2 and other.child.alive()
-    assert wait_until(lambda: "got:survives-sigkill" in _output(session_id), timeout=30), cluster.logs()
+    assert wait_for(lambda: "got:survives-sigkill" in _output(session_id), timeout=30), cluster.logs()
     assert _output(session_id).count("got:survives-sigkill") == 1
     assert _pane(cluster, session_id).count("got:survives-sigkill") == 1
     assert [body["inbox_id"] for body in _kinds(session_id, "message.in")] == [inbox_id]
@@ -317,7 +317,7 @@ def test_a_redis_restart_loses_no_event_and_no_durable_work(cluster: Cluster, ca
     subscribers = [Subscriber(a, token, session_id), Subscriber(b, token, session_id)]
     for subscriber in subscribers:
         subscriber.start()
-    assert wait_until(lambda: all(s.connects for s in subscribers), timeout=30)
+    assert wait_for(lambda: all(s.connects for s in subscribers), timeout=30)
 
     doomed = _start_session(b, token, title="to terminate")
     approval_id, link = _ask_to_terminate(cluster, token, token_for(cast.approver), doomed)
@@ -334,11 +334,11 @@ def test_a_redis_restart_loses_no_event_and_no_durable_work(cluster: Cluster, ca
     turns += [_turn((a, b)[i % 2], token, session_id, f"after the restart, number {i}") for i in range(3)]
 
     # The periodic re-queue finds the item in PostgreSQL once the broker is back.
-    assert wait_until(lambda: InboxItem.objects.get(pk=inbox_id).state == LeaseState.DONE, timeout=90), cluster.logs()
-    assert wait_until(lambda: "got:queued-while-redis-down" in _output(session_id), timeout=30)
+    assert wait_for(lambda: InboxItem.objects.get(pk=inbox_id).state == LeaseState.DONE, timeout=90), cluster.logs()
+    assert wait_for(lambda: "got:queued-while-redis-down" in _output(session_id), timeout=30)
     last = _last_seq(session_id)
     try:
-        assert wait_until(lambda: all(s.seqs and s.seqs[-1] >= last for s in subscribers), timeout=60), [
+        assert wait_for(lambda: all(s.seqs and s.seqs[-1] >= last for s in subscribers), timeout=60), [
             (s.connects, s.seqs[-5:]) for s in subscribers
         ]
     finally:
@@ -353,7 +353,7 @@ def test_a_redis_restart_loses_no_event_and_no_durable_work(cluster: Cluster, ca
     assert InboxItem.objects.get(pk=inbox_id).attempts == 1
     assert [body["inbox_id"] for body in _kinds(session_id, "message.in")] == [inbox_id]
     assert _output(session_id).count("got:queued-while-redis-down") == 1
-    assert wait_until(lambda: _execution(approval_id) == "executed", timeout=60), cluster.logs()
+    assert wait_for(lambda: _execution(approval_id) == "executed", timeout=60), cluster.logs()
     assert ApprovalExecution.objects.get(approval_id=approval_id).attempts == 1
     assert AuditEvent.objects.filter(action="session.terminate", target_id=doomed, outcome="executed").count() == 1
     assert [body["status"] for body in _kinds(doomed, "status")] == ["running", "terminated"]
@@ -421,7 +421,7 @@ def test_a_dropped_database_connection_gives_a_typed_503_and_the_nodes_recover_w
     )
     try:
         turn.start()
-        assert wait_until(_waiting_on_a_lock, timeout=30)
+        assert wait_for(_waiting_on_a_lock, timeout=30)
         assert _drop_connections(locker.info.backend_pid) >= 1
         turn.join(timeout=30)
     finally:

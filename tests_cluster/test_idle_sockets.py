@@ -20,11 +20,12 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from sessions_app import services
-from sessions_app.models import Session
 from sessions_app.stream import EventKind, system_body
-from tests.tess_site.children import Child, free_port, wait_until
+from tests.factories import SessionFactory
+from tests.tess_site.children import Child, free_port
 from tests.tess_site.conftest import start_child  # noqa: F401  (the module's child processes)
 from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +41,7 @@ def web(tmp_path, start_child: Callable[..., Child]) -> Iterator[int]:  # noqa: 
     env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **discord)
     (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
     child = start_child("tess-web", _command(start, env), env)
-    assert wait_until(lambda: not child.alive() or _status(port, "/healthz") == 200, timeout=60), child.output()
+    assert wait_for(lambda: not child.alive() or _status(port, "/healthz") == 200, timeout=60), child.output()
     yield port
     assert "TimeoutError" not in child.output(), child.output()[-4000:]
 
@@ -107,9 +108,7 @@ def _next_kind(ws: ClientConnection, kind: str, timeout: float = 15) -> dict:
 
 def test_idle_sockets_stay_open_and_still_deliver(web, cast, token_for):
     token = token_for(cast.owner)
-    session = Session.objects.create(
-        tenant=cast.acme, owner=cast.owner, title="idle", provider_instance="nowhere", runtime_id="$1"
-    )
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="idle")
     with _open(web, "/ws/me/", token) as me, _open(web, f"/ws/sessions/{session.pk}/stream/?cursor=0", token) as stream:
         assert _next_kind(me, "hello")
         _idle({"/ws/me/": me, "stream": stream}, IDLE_SECONDS)

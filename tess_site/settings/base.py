@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-import re
+import os
 from pathlib import Path
 from typing import Any
 
-import dj_database_url
-
-from .env import ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_list, env_networks, env_str
+from .derived import (
+    databases,
+    discord_enabled,
+    discord_public_key,
+    gateway_signing_key,
+    instance_id,
+    model_adapter,
+    model_name,
+    mos_webhook_secret,
+    operator_memory,
+    reasoning_level,
+)
+from .env import env_bool, env_choice, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("TESS_VAR_DIR", str(BASE_DIR / "var")) or BASE_DIR / "var")
@@ -79,31 +89,9 @@ TEMPLATES = [
 ]
 
 # --- database -------------------------------------------------------------------------------------
-# DATABASE_URL unset means the embedded default: SQLite under var/.
+# DATABASE_URL unset means the embedded default: SQLite under var/ (settings/derived.py).
 DATABASE_URL = env_str("DATABASE_URL")
-if DATABASE_URL:
-    # Health checks: a persistent connection the server dropped is replaced before the next request uses it.
-    DATABASES = {
-        "default": dj_database_url.parse(
-            DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
-        )
-    }
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # Tess's hand-written hot statements (tess_site.rows.hot_cursor: token lookup, idempotency, turn
-        # reads and appends, audit) are prepared on a connection after this many runs, so PostgreSQL stops
-        # parsing and planning them on every request. The ORM keeps client-side binding and never prepares.
-        # ``off`` disables it (a pooler in transaction mode without prepared-statement support).
-        _off = (env_str("DB_PREPARE_THRESHOLD") or "").lower() == "off"
-        _prepare = None if _off else env_int("DB_PREPARE_THRESHOLD", 2, minimum=0)
-        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = _prepare
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(VAR_DIR / "tess.sqlite3"),
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
-        }
-    }
+DATABASES = databases(os.environ, VAR_DIR / "tess.sqlite3")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: channel layer, celery broker, cache ---------------------------------------------------
@@ -176,18 +164,12 @@ TESS_TRUSTED_PROXIES = env_networks("TESS_TRUSTED_PROXIES", ["127.0.0.1/32", "::
 TESS_LOGIN_RATE = env_str("TESS_LOGIN_RATE", "10/min") or "10/min"
 
 # --- model adapter and policy (reported by health, never with credentials) -----------------------
-# deterministic: the embedded default, answers from live state with no model; openai_compatible: the openai
-# client against any chat-completions base URL. The earlier names builtin/openai are still accepted.
-_ADAPTER_ALIASES = {"builtin": "deterministic", "openai": "openai_compatible"}
-_adapter = env_choice("TESS_MODEL_ADAPTER", ("deterministic", "openai_compatible", *_ADAPTER_ALIASES), "deterministic")
-TESS_MODEL_ADAPTER = _ADAPTER_ALIASES.get(_adapter, _adapter)
-_OPENAI_COMPATIBLE = TESS_MODEL_ADAPTER == "openai_compatible"
-TESS_MODEL = env_str("TESS_MODEL", "gpt-5.6-sol" if _OPENAI_COMPATIBLE else "tess-deterministic")
+# deterministic (the embedded default) or openai_compatible; see settings/derived.py.
+TESS_MODEL_ADAPTER = model_adapter(os.environ)
+TESS_MODEL = model_name(os.environ)
 TESS_MODEL_BASE_URL = env_str("TESS_MODEL_BASE_URL")
 TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
-TESS_REASONING_LEVEL = env_choice(
-    "TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), "high" if _OPENAI_COMPATIBLE else "medium"
-)
+TESS_REASONING_LEVEL = reasoning_level(os.environ)
 TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
 TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
 TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")
@@ -298,7 +280,7 @@ TESS_DIAGNOSTICS_CHECK_SECONDS = env_int("TESS_DIAGNOSTICS_CHECK_SECONDS", 5, mi
 # The kill switch: unset means on (a database is always bound, the embedded SQLite included); 0/off/false
 # turns operator memory off for every operator. A runtime switch in the database does the same without a
 # restart (``manage.py tess_memory_switch``).
-TESS_OPERATOR_MEMORY = env_bool("TESS_OPERATOR_MEMORY", True)
+TESS_OPERATOR_MEMORY = operator_memory(os.environ)
 
 # --- sessions and the live stream (sessions_app) ----------------------------------------------------
 TESS_ATTACH_IDLE_SECONDS = env_int("TESS_ATTACH_IDLE_SECONDS", 900, minimum=10)
@@ -365,10 +347,8 @@ CELERY_BEAT_SCHEDULE["approvals-expire-lapsed"] = {
 # --- gateway identity (issue 10) -----------------------------------------------------------------------
 # Who this Tess is to its peers: TESS_INSTANCE_ID names it, TESS_GATEWAY_SIGNING_KEY signs its outgoing
 # webhooks (the Mos webhook uses it unless TESS_MOS_WEBHOOK_SECRET is set). Production requires both.
-TESS_INSTANCE_ID = env_str("TESS_INSTANCE_ID", "") or ""
-if TESS_INSTANCE_ID and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", TESS_INSTANCE_ID):
-    raise ImproperlyConfiguredEnv("TESS_INSTANCE_ID must be 1-64 letters, digits, '.', '_' or '-'")
-TESS_GATEWAY_SIGNING_KEY = env_str("TESS_GATEWAY_SIGNING_KEY", "") or ""
+TESS_INSTANCE_ID = instance_id(os.environ)
+TESS_GATEWAY_SIGNING_KEY = gateway_signing_key(os.environ)
 
 # --- Mos hand-offs (approvals_app.handoffs) ------------------------------------------------------------
 # none: a hand-off is recorded and stays queued (the embedded default); redis: appended to a Redis stream,
@@ -376,7 +356,7 @@ TESS_GATEWAY_SIGNING_KEY = env_str("TESS_GATEWAY_SIGNING_KEY", "") or ""
 # results come back signed to POST /api/v1/handoffs/<id>/result/.
 TESS_MOS_ADAPTER = env_choice("TESS_MOS_ADAPTER", ("none", "redis", "webhook"), "none")
 TESS_MOS_WEBHOOK_URL = env_str("TESS_MOS_WEBHOOK_URL", "") or ""
-TESS_MOS_WEBHOOK_SECRET = env_str("TESS_MOS_WEBHOOK_SECRET", "") or TESS_GATEWAY_SIGNING_KEY
+TESS_MOS_WEBHOOK_SECRET = mos_webhook_secret(os.environ)
 TESS_MOS_WEBHOOK_TIMEOUT_SECONDS = env_int("TESS_MOS_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
 TESS_MOS_HANDOFF_STREAM = env_str("TESS_MOS_HANDOFF_STREAM", "mos:handoffs") or "mos:handoffs"
 TESS_MOS_RESULT_STREAM = env_str("TESS_MOS_RESULT_STREAM", "mos:results") or "mos:results"
@@ -392,20 +372,13 @@ CELERY_BEAT_SCHEDULE["handoffs-requeue-due"] = {"task": "approvals_app.handoffs.
 INSTALLED_APPS += ["sessions_app.discord"]
 # The API base Tess calls for follow-ups, channel notices and direct messages (a local stand-in in tests).
 TESS_DISCORD_API_BASE = env_str("TESS_DISCORD_API_BASE", "https://discord.com/api/v10") or "https://discord.com/api/v10"
-TESS_DISCORD_PUBLIC_KEY = env_str("TESS_DISCORD_PUBLIC_KEY", "") or ""  # hex; unset: every interaction is refused
 TESS_DISCORD_APPLICATION_ID = env_str("TESS_DISCORD_APPLICATION_ID", "") or ""
 TESS_DISCORD_BOT_TOKEN = env_str("TESS_DISCORD_BOT_TOKEN", "") or ""  # or TESS_DISCORD_BOT_TOKEN_FILE
 TESS_DISCORD_BOT_TOKEN_FILE = env_str("TESS_DISCORD_BOT_TOKEN_FILE", "") or ""
 # On when any Discord key is configured, unless turned off; off also refuses every interaction.
 # Production refuses Discord turned on without its public key, application id and bot token.
-TESS_DISCORD_ENABLED = env_bool(
-    "TESS_DISCORD_ENABLED",
-    bool(
-        TESS_DISCORD_PUBLIC_KEY or TESS_DISCORD_APPLICATION_ID or TESS_DISCORD_BOT_TOKEN or TESS_DISCORD_BOT_TOKEN_FILE
-    ),
-)
-if not TESS_DISCORD_ENABLED:
-    TESS_DISCORD_PUBLIC_KEY = ""
+TESS_DISCORD_ENABLED = discord_enabled(os.environ)
+TESS_DISCORD_PUBLIC_KEY = discord_public_key(os.environ)  # hex; empty: every interaction is refused
 TESS_DISCORD_LINK_CODE_MINUTES = env_int("TESS_DISCORD_LINK_CODE_MINUTES", 10, minimum=1, maximum=60)
 TESS_DISCORD_LINK_RATE = env_str("TESS_DISCORD_LINK_RATE", "10/hour") or "10/hour"
 _THROTTLE_RATES: dict[str, str] = REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # type: ignore[assignment]

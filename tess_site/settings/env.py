@@ -3,12 +3,15 @@
 Every setting Tess reads from the environment goes through one of these helpers, so a malformed value
 fails loudly at start-up instead of silently meaning something else (``TESS_DEBUG=ture`` is an error,
 not ``False``). ``NAME_FILE`` is honoured for every string so secrets can come from mounted files.
+Each reads ``os.environ`` unless given another ``environ``, so a rule over settings can be checked against
+any environment without starting a process.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -20,13 +23,17 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def env_str(name: str, default: str | None = None) -> str | None:
+Environ = Mapping[str, str]
+
+
+def env_str(name: str, default: str | None = None, *, environ: Environ | None = None) -> str | None:
     """Return ``NAME``, or the contents of the file named by ``NAME_FILE``, or ``default``.
 
     Setting both is an error: nobody should have to guess which one wins.
     """
-    direct = os.environ.get(name)
-    file_path = os.environ.get(f"{name}_FILE")
+    source = os.environ if environ is None else environ
+    direct = source.get(name)
+    file_path = source.get(f"{name}_FILE")
     if direct is not None and file_path is not None:
         raise ImproperlyConfiguredEnv(f"{name} and {name}_FILE are both set; set only one")
     if file_path is not None:
@@ -59,8 +66,8 @@ def _read_secret_file(name: str, file_path: str) -> str:
     return value
 
 
-def env_bool(name: str, default: bool) -> bool:
-    raw = env_str(name)
+def env_bool(name: str, default: bool, *, environ: Environ | None = None) -> bool:
+    raw = env_str(name, environ=environ)
     if raw is None:
         return default
     value = raw.strip().lower()
@@ -71,8 +78,15 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfiguredEnv(f"{name}={raw!r} is neither true (1/true/yes/on) nor false (0/false/no/off)")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    raw = env_str(name)
+def env_int(
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    environ: Environ | None = None,
+) -> int:
+    raw = env_str(name, environ=environ)
     if raw is None:
         return default
     try:
@@ -86,9 +100,9 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return value
 
 
-def env_list(name: str, default: list[str] | None = None) -> list[str]:
+def env_list(name: str, default: list[str] | None = None, *, environ: Environ | None = None) -> list[str]:
     """A comma-separated list; blank items are dropped."""
-    raw = env_str(name)
+    raw = env_str(name, environ=environ)
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
@@ -105,8 +119,8 @@ def env_networks(name: str, default: list[str]) -> list[str]:
     return networks
 
 
-def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
-    raw = env_str(name)
+def env_choice(name: str, choices: tuple[str, ...], default: str, *, environ: Environ | None = None) -> str:
+    raw = env_str(name, environ=environ)
     if raw is None:
         return default
     if raw not in choices:

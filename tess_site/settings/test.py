@@ -3,13 +3,20 @@
 import os
 
 from .base import *  # noqa: F403
-from .base import INSTALLED_APPS
+from .base import CHANNEL_LAYERS, INSTALLED_APPS, REDIS_URL
+from .env import env_str
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed; tests never store real passwords
 # Tasks run in the calling process in tests unless a test starts a real worker itself.
 CELERY_TASK_ALWAYS_EAGER = True
-TESS_CHANNEL_PREFIX = "tess-test"
+# Parallel test processes (pytest-xdist workers) share one Redis. Channel groups are named after database ids,
+# which every worker's own database numbers from 1, so each worker's channel layer gets its own prefix. A child
+# process the tests start (a server, a worker) is handed the parent's prefix (tests/tess_site/children.py).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TESS_CHANNEL_PREFIX = env_str("TESS_CHANNEL_PREFIX") or (f"tess-test-{_WORKER}" if _WORKER else "tess-test")
+if REDIS_URL:
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"{TESS_CHANNEL_PREFIX}:asgi"
 # Each test starts with an empty cache (tests/conftest.py); a process-local one keeps parallel runs apart.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tess-test"}}
 

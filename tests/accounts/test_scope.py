@@ -5,13 +5,31 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from django.contrib.sessions.models import Session as BrowserSession
+from django.db import connection
 from rest_framework.test import APIClient
 
 from tess_site.accounts import services
+from tess_site.accounts.models import Membership, PersonalToken
 from tess_site.scope import Channel, Role, Scope
-from tests.conftest import csrf_token
+from tests.api.test_error_envelope import assert_envelope
+from tests.conftest import AUDIT_TABLE, csrf_token
 
 pytestmark = pytest.mark.django_db
+
+
+def database_state() -> tuple[object, ...]:
+    """What a refused request must leave as it was: sign-in sessions (the selected tenant lives there),
+    memberships, tokens and the audit feed."""
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT count(*) FROM "{AUDIT_TABLE}"')
+        audited = cursor.fetchone()
+    return (
+        sorted(BrowserSession.objects.values_list("session_key", "session_data")),
+        sorted(Membership.objects.values_list("tenant_id", "user_id", "role")),
+        sorted(PersonalToken.objects.values_list("pk", "tenant_id", "revoked_at")),
+        audited,
+    )
 
 
 def test_a_browser_session_gets_the_web_channel_and_its_first_tenant(cast, browser_as):
@@ -37,15 +55,25 @@ def test_a_browser_session_cannot_select_a_tenant_it_does_not_belong_to(cast, br
 
 
 def test_session_writes_need_the_csrf_token(cast, browser_as):
-    response = browser_as(cast.owner).post("/api/v1/me/tenant/", {"slug": "acme"}, format="json")
-    assert response.status_code == 403
-    assert response.json()["error"]["code"] == "permission_denied"
+    services.membership_grant(tenant=cast.globex, user=cast.owner, role=Role.OPERATOR)
+    client = browser_as(cast.owner)
+    before = database_state()
+    response = client.post("/api/v1/me/tenant/", {"slug": "globex"}, format="json")
+    body = assert_envelope(response, 403, "permission_denied")
+    assert "CSRF" in body["error"]["message"]
+    assert database_state() == before
+    assert client.get("/api/v1/me/").json()["tenant_slug"] == "acme"
 
 
 def test_a_token_cannot_switch_tenants(cast, api_as):
     services.membership_grant(tenant=cast.globex, user=cast.owner, role=Role.OPERATOR)
-    response = api_as(cast.owner).post("/api/v1/me/tenant/", {"slug": "globex"}, format="json")
-    assert response.status_code == 403
+    client = api_as(cast.owner)
+    before = database_state()
+    response = client.post("/api/v1/me/tenant/", {"slug": "globex"}, format="json")
+    body = assert_envelope(response, 403, "permission_denied")
+    assert "make a token for the other tenant" in body["error"]["message"]
+    assert database_state() == before
+    assert client.get("/api/v1/me/").json()["tenant_slug"] == "acme"
 
 
 def test_a_token_is_bound_to_the_tenant_it_was_made_for(cast, api_as):
@@ -58,8 +86,11 @@ def test_a_user_with_no_tenant_is_refused(db):
     user, _ = services.user_ensure(username="loner", password="loner-pass-1234")
     client = APIClient()
     client.force_login(user)
+    before = database_state()
     response = client.get("/api/v1/me/")
-    assert response.status_code == 403
+    body = assert_envelope(response, 403, "permission_denied")
+    assert body["error"]["message"] == "You are not a member of this tenant."
+    assert database_state() == before
 
 
 def test_an_anonymous_request_is_refused_with_the_envelope(db):

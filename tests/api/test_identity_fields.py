@@ -17,7 +17,7 @@ from tess_site.middleware import IDENTITY_FIELDS
 
 pytestmark = pytest.mark.django_db
 
-# Fixed values: pytest-xdist workers must collect the same test ids.
+# Fixed values: the test ids are built from them, and parallel workers must collect the same ids.
 _CONVERTERS = {"int": "1", "uuid": str(uuid.UUID(int=1)), "slug": "x", "str": "x", "path": "x"}
 
 

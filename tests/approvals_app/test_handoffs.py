@@ -33,6 +33,7 @@ from tess_site.leases import LeaseState, claim
 from tess_site.refs import resolve
 from tess_site.tasks import sweep_expired_leases
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 SECRET = "mos-shared-secret-for-tests-0123456789"
@@ -40,9 +41,7 @@ SECRET = "mos-shared-secret-for-tests-0123456789"
 
 @pytest.fixture
 def session(cast) -> Session:
-    return Session.objects.create(
-        tenant=cast.acme, owner=cast.owner, title="work", provider_instance="nowhere", runtime_id="$1"
-    )
+    return SessionFactory.create(owner=cast.owner, tenant=cast.acme)
 
 
 def create(cast, session: Session, summary: str = "fix the flaky login test") -> Handoff:
@@ -307,9 +306,7 @@ def test_a_receiver_refusing_for_good_fails_the_handoff(cast, session, receiver,
 
 def test_the_list_shows_your_own_handoffs_in_few_queries(cast, session, api_as, django_assert_max_num_queries):
     mine = [create(cast, session, f"fix bug {i}") for i in range(5)]
-    other = Session.objects.create(
-        tenant=cast.acme, owner=cast.teammate, title="t", provider_instance="nowhere", runtime_id="$2"
-    )
+    other = SessionFactory.create(owner=cast.teammate, tenant=cast.acme, title="t")
     handoff_create(scope_of(cast.teammate, cast.acme), session_id=str(other.pk), summary="review theirs", payload={})
     client = api_as(cast.owner)
     with django_assert_max_num_queries(6):

@@ -25,8 +25,9 @@ from sessions_app import services
 from sessions_app.models import Session
 from tests.conftest import Cast, require_or_skip, scope_of
 from tests.sessions_app.conftest import TmuxInstance, kill, make_instance
-from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, serves_healthz
 from tests.tess_site.conftest import start_child  # noqa: F401  (the module-scoped child fixture)
+from tests.waiting import wait_for
 
 CHROMIUM = os.environ.get("TESS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -90,7 +91,7 @@ def tess_server(
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         env,
     )
-    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30):
+    if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30):
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     if not child.alive():
         pytest.fail(f"daphne exited:\n{child.output()}")

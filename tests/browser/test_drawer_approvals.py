@@ -10,15 +10,24 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import log_in
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 def test_an_approved_termination_ends_the_session_in_the_operators_drawer(cast, demo_session, open_browser):
     approver = open_browser()
-    with approver.expect_websocket(lambda ws: ws.url.endswith("/ws/me/")) as opened:
-        log_in(approver, cast.approver)
-    opened.value.wait_for_event("framereceived")  # hello: the approver's drawer hears what concerns them
+    # Listening from the moment the socket opens: its hello may arrive before log_in returns.
+    heard: list[object] = []
+
+    def listen(ws):
+        if ws.url.endswith("/ws/me/"):
+            ws.on("framereceived", lambda payload: heard.append(payload))
+
+    approver.on("websocket", listen)
+    log_in(approver, cast.approver)
+    # hello: the approver's drawer hears what concerns them
+    wait_for(lambda: heard or approver.wait_for_timeout(50), "the approver's hello", timeout=30)
 
     operator = open_browser()
     log_in(operator, cast.owner)

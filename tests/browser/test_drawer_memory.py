@@ -97,6 +97,8 @@ def test_delete_all_names_what_it_deletes_and_reports_the_servers_count(cast, de
     expect(disclosure.locator(".tess-memory-status")).to_have_text("3 notes deleted")
     assert not OperatorMemory.objects.exists() and not OperatorMemoryHistory.objects.exists()
 
+    # The status changes before the disclosure is read again: wait for the new one, whose button knows the counts.
+    expect(disclosure.get_by_role("heading", name="Current notes (0)")).to_be_visible()
     disclosure.get_by_role("button", name="Delete all my notes").click()
     expect(dialog).to_contain_text("Delete all 0 current notes and 0 superseded revisions")
     dialog.get_by_role("button", name="Delete all").click()

@@ -10,17 +10,15 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sessions_app.models import Session
-from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, serves_healthz
 from tests.tess_site.conftest import start_child  # noqa: F401  (module-scoped child processes)
+from tests.waiting import wait_for
 
 
 def _default_sigint() -> None:
@@ -43,7 +41,7 @@ def start_daphne(start: Callable[..., Child], port: int) -> Child:
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(TESS_STREAM_HEARTBEAT_SECONDS="1", TESS_STREAM_RECHECK_SECONDS="1"),
     )
-    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30) or not child.alive():
+    if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30) or not child.alive():
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     return child
 
@@ -96,9 +94,3 @@ class Tess:
 @pytest.fixture
 def tess(tmp_path: Path, live: Live) -> Iterator[Tess]:
     yield Tess(home=tmp_path / "config", url=live.url)
-
-
-def make_session(user: Any, tenant: Any, title: str = "work") -> Session:
-    return Session.objects.create(
-        tenant=tenant, owner=user, title=title, provider_instance="nowhere", runtime_id=f"${uuid.uuid4().hex[:6]}"
-    )

@@ -9,8 +9,7 @@ import pytest
 
 from approvals_app.models import Approval
 from sessions_app.models import SessionEvent
-
-from .conftest import make_session
+from tests.factories import SessionFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -61,8 +60,8 @@ def test_an_unreachable_server_is_a_network_error(cast, tess, token_for):
 
 
 def test_sessions_list_shows_a_table_and_json_of_the_callers_sessions(cast, tess):
-    mine = make_session(cast.owner, cast.acme, title="mine")
-    theirs = make_session(cast.teammate, cast.acme, title="theirs")
+    mine = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="mine")
+    theirs = SessionFactory.create(owner=cast.teammate, tenant=cast.acme, title="theirs")
     tess.login("owner")
     table = tess("sessions", "list")
     assert table.returncode == 0
@@ -76,7 +75,7 @@ def test_sessions_list_shows_a_table_and_json_of_the_callers_sessions(cast, tess
 
 
 def test_outsiders_cannot_reach_the_owners_session(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("outsider")
     assert tess("sessions", "show", str(session.pk)).returncode == 4
     assert tess("ask", str(session.pk), "hello").returncode == 4
@@ -84,7 +83,7 @@ def test_outsiders_cannot_reach_the_owners_session(cast, tess):
 
 
 def test_ask_takes_a_turn_and_prints_the_reply(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("owner")
     done = tess("ask", str(session.pk), "hello tess", "--json")
     assert done.returncode == 0, done.stderr
@@ -95,7 +94,7 @@ def test_ask_takes_a_turn_and_prints_the_reply(cast, tess):
 
 
 def test_send_without_an_interactive_attachment_is_refused(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("owner")
     done = tess("send", str(session.pk), "ls")
     assert done.returncode in (4, 5)
@@ -103,7 +102,7 @@ def test_send_without_an_interactive_attachment_is_refused(cast, tess):
 
 
 def test_terminate_shows_the_pending_approval_and_waits_for_its_outcome(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("owner")
     waiting = tess.popen("terminate", str(session.pk), "--reason", "done", "--wait")
     try:
@@ -121,7 +120,7 @@ def test_terminate_shows_the_pending_approval_and_waits_for_its_outcome(cast, te
 
 
 def test_approvals_and_handoffs_list(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("owner")
     assert tess("terminate", str(session.pk)).returncode == 0
     listed = tess("approvals", "list")

@@ -11,8 +11,7 @@ import pytest
 from sessions_app import services
 from sessions_app.stream import EventKind, output_body, system_body
 from tess_cli.output import neutralise
-
-from .conftest import make_session
+from tests.factories import SessionFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +25,7 @@ def test_neutralise_shows_control_characters_in_caret_notation():
 
 
 def test_a_title_with_escape_sequences_is_printed_inert(cast, tess):
-    make_session(cast.owner, cast.acme, title=f"evil{CLIPBOARD}{CLEAR}")
+    SessionFactory.create(owner=cast.owner, tenant=cast.acme, title=f"evil{CLIPBOARD}{CLEAR}")
     tess.login("owner")
     listed = tess("sessions", "list")
     assert listed.returncode == 0, listed.stderr
@@ -35,7 +34,7 @@ def test_a_title_with_escape_sequences_is_printed_inert(cast, tess):
 
 
 def test_json_keeps_the_text_as_the_server_sent_it(cast, tess):
-    make_session(cast.owner, cast.acme, title=f"evil{CLEAR}")
+    SessionFactory.create(owner=cast.owner, tenant=cast.acme, title=f"evil{CLEAR}")
     tess.login("owner")
     listed = tess("sessions", "list", "--json")
     assert "\x1b" not in listed.stdout  # escaped by JSON, not written raw
@@ -43,7 +42,7 @@ def test_json_keeps_the_text_as_the_server_sent_it(cast, tess):
 
 
 def test_stream_output_is_inert_unless_raw_is_asked_for(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     services.event_append(
         session_id=session.pk,
         kind=EventKind.OUTPUT,

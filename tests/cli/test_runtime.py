@@ -13,7 +13,8 @@ from sessions_app import services
 from sessions_app.models import InboxItem
 from tests.conftest import require_or_skip, scope_of
 from tests.sessions_app.conftest import TmuxInstance, kill, make_instance
-from tests.tess_site.children import Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import Child, child_env, free_port, serves_healthz
+from tests.waiting import wait_for
 
 from .conftest import Live, Tess
 
@@ -41,7 +42,7 @@ def runtime_live(django_db_setup: None, start_child: Callable[..., Child], alpha
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(TESS_RUNTIME_PROVIDERS=json.dumps({"alpha": alpha.config()})),
     )
-    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30) or not child.alive():
+    if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30) or not child.alive():
         pytest.fail(child.output())
     return Live(port=port, child=child)
 

@@ -11,8 +11,9 @@ import pytest
 
 from sessions_app import services
 from sessions_app.stream import EventKind, system_body
+from tests.factories import SessionFactory
 
-from .conftest import make_session, start_daphne
+from .conftest import start_daphne
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -33,7 +34,7 @@ def read_frames(process: subprocess.Popen[str], n: int) -> list[dict]:
 
 
 def test_stream_prints_live_events_as_a_table_line(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     append(session, "one")
     tess.login("owner")
     done = tess("stream", str(session.pk), "--max-events", "1")
@@ -42,7 +43,7 @@ def test_stream_prints_live_events_as_a_table_line(cast, tess):
 
 
 def test_stream_resumes_from_its_cursor_after_the_server_restarts(cast, tess, live, start_child):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     append(session, "a1", "a2", "a3")
     tess.login("owner")
     process = tess.popen("stream", str(session.pk), "--json", "--max-events", "6")
@@ -61,7 +62,7 @@ def test_stream_resumes_from_its_cursor_after_the_server_restarts(cast, tess, li
 
 
 def test_ctrl_c_ends_the_stream_cleanly(cast, tess):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     append(session, "x")
     tess.login("owner")
     process = tess.popen("stream", str(session.pk), "--json")
@@ -76,7 +77,7 @@ def test_ctrl_c_ends_the_stream_cleanly(cast, tess):
 
 
 def test_stream_of_another_owners_session_is_refused(cast, tess):
-    session = make_session(cast.teammate, cast.acme)
+    session = SessionFactory.create(owner=cast.teammate, tenant=cast.acme)
     tess.login("owner")
     done = tess("stream", str(session.pk))
     assert done.returncode == 4

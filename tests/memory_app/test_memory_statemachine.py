@@ -36,8 +36,8 @@ from approvals_app.models import Card
 from memory_app.models import OperatorMemory, OperatorMemoryHistory
 from memory_app.policy import POLICY, STANDING_SLOT, Category, canonicalize, derived_slot
 from memory_app.services import memory_forget, memory_propose
-from sessions_app.models import Session
 from tests.conftest import Cast, scope_of
+from tests.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -322,11 +322,6 @@ def machine_for(cast: Cast, refs: list[str]) -> type[RuleBasedStateMachine]:
 
 
 def test_memory_writes_keep_the_ceilings_dedupe_and_lineage(cast):
-    sessions = [
-        Session.objects.create(
-            tenant=cast.acme, owner=cast.owner, title=f"pin {i}", provider_instance="nowhere", runtime_id=f"$pin{i}"
-        )
-        for i in range(2)
-    ]
+    sessions = [SessionFactory.create(owner=cast.owner, tenant=cast.acme, title=f"pin {i}") for i in range(2)]
     machine = machine_for(cast, [f"session:{s.pk}" for s in sessions])
     run_state_machine_as_test(machine, settings=CI_SETTINGS)

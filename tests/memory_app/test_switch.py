@@ -2,51 +2,28 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from memory_app.models import MemorySwitch
 from memory_app.switch import memory_scope_for
+from tess_site.settings.derived import operator_memory
+from tess_site.settings.env import ImproperlyConfiguredEnv
 from tests.conftest import csrf_token, scope_of
 
 
-def settings_value(env_value: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TESS_OPERATOR_MEMORY": env_value, "DJANGO_SETTINGS_MODULE": "tess_site.settings.test"}
-    code = "import django; django.setup(); from django.conf import settings; print(settings.TESS_OPERATOR_MEMORY)"
-    return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=settings.BASE_DIR, check=False
-    )
-
-
-@pytest.mark.parametrize(("raw", "value"), [("0", "False"), ("off", "False"), ("false", "False"), ("on", "True")])
+@pytest.mark.parametrize(("raw", "value"), [("0", False), ("off", False), ("false", False), ("on", True)])
 def test_the_environment_switch_reads_on_and_off(raw, value):
-    assert settings_value(raw).stdout.strip() == value
+    assert operator_memory({"TESS_OPERATOR_MEMORY": raw}) is value
 
 
 def test_an_environment_value_that_is_neither_on_nor_off_stops_start_up():
-    result = settings_value("maybe")
-
-    assert result.returncode != 0
-    assert "TESS_OPERATOR_MEMORY='maybe' is neither true" in result.stderr
+    with pytest.raises(ImproperlyConfiguredEnv, match="TESS_OPERATOR_MEMORY='maybe' is neither true"):
+        operator_memory({"TESS_OPERATOR_MEMORY": "maybe"})
 
 
 def test_unset_means_on():
-    env = {k: v for k, v in os.environ.items() if k != "TESS_OPERATOR_MEMORY"}
-    code = "import django; django.setup(); from django.conf import settings; print(settings.TESS_OPERATOR_MEMORY)"
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "DJANGO_SETTINGS_MODULE": "tess_site.settings.test"},
-        capture_output=True,
-        text=True,
-        cwd=settings.BASE_DIR,
-        check=False,
-    )
-    assert result.stdout.strip() == "True"
+    assert operator_memory({}) is True
 
 
 def test_the_switch_command_turns_memory_off_and_on_for_every_operator(cast, capsys):

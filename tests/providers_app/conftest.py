@@ -14,7 +14,6 @@ import fcntl
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -25,23 +24,9 @@ from providers_app.contract import AgentRuntimeProvider, RuntimeRef
 from providers_app.tmux import TmuxProvider
 from tess_site.accounts.models import Tenant
 from tess_site.scope import Channel, Scope
+from tests.waiting import wait_for
 
 PEER = Path(__file__).with_name("peer.py")
-WAIT_SECONDS = 15.0
-
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], what: str, timeout: float = WAIT_SECONDS) -> T:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what} after {timeout} seconds")
-        time.sleep(0.02)
 
 
 class Harness(Protocol):

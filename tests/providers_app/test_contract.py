@@ -26,8 +26,9 @@ from providers_app.contract import (
     StreamPage,
 )
 from tess_site.scope import Scope
+from tests.waiting import wait_for
 
-from .conftest import Harness, wait_for
+from .conftest import Harness
 
 PAYLOAD = ("héllo wörld ✓ 🎉 ünïcode\tline\r\n" * 60 + "the end").encode()
 

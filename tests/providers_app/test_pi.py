@@ -27,8 +27,8 @@ from providers_app.pi_rpc import RpcProcess
 from tess_site.errors import InvalidInput
 from tess_site.scope import Scope
 from tests.conftest import require_or_skip
+from tests.waiting import wait_for
 
-from .conftest import wait_for
 from .pi_harness import PiHarness, PiRpcHarness
 from .pi_writer import PiSessionWriter
 

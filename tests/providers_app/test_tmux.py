@@ -23,8 +23,9 @@ from providers_app.contract import (
 )
 from providers_app.tmux import TmuxProvider
 from tess_site.scope import Scope
+from tests.waiting import wait_for
 
-from .conftest import PEER, TmuxHarness, active_pane, tmux, wait_for
+from .conftest import PEER, TmuxHarness, active_pane, tmux
 from .test_contract import read_to_the_end, read_until
 
 MakeTmux = Callable[..., TmuxHarness]

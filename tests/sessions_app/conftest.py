@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from sessions_app import services
 from sessions_app.models import Session
 from tests.conftest import Cast, require_or_skip, scope_of
 from tests.tess_site.conftest import start_child  # noqa: F401  (the module-scoped child-process fixture)
+from tests.waiting import wait_for
 
 ECHO_COMMAND = 'while IFS= read -r line; do echo "got:$line"; done'
 
@@ -90,16 +90,6 @@ def start_session(cast: Cast, tmux: TmuxInstance) -> Callable[..., Session]:
         return services.session_start(scope=scope_of(user or cast.owner, cast.acme), instance="alpha", title=title)
 
     return start
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
 
 
 def output_of(session: Session) -> str:

@@ -15,8 +15,9 @@ from sessions_app.models import AttachMode, InboxItem, Session, SessionStatus
 from tess_site.errors import Conflict, Forbidden, NotFound
 from tess_site.leases import LeaseState
 from tests.conftest import scope_of
+from tests.waiting import wait_for
 
-from .conftest import output_of, pump_until, wait_for
+from .conftest import output_of, pump_until
 
 pytestmark = pytest.mark.django_db
 

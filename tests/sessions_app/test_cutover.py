@@ -18,6 +18,7 @@ from sessions_app.models import IngressBinding, MigrationStatus, Session, Sessio
 from tess_site.audit.models import AuditEvent
 from tess_site.errors import Forbidden, NotFound
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -33,17 +34,6 @@ def instances(settings: Any, tmp_path: Any) -> Any:
     reset_instances()
     yield
     reset_instances()
-
-
-def make_session(user: Any, tenant: Any, instance: str = "alpha", **extra: Any) -> Session:
-    return Session.objects.create(
-        tenant=tenant,
-        owner=user,
-        title="work",
-        provider_instance=instance,
-        runtime_id=f"${uuid.uuid4().hex[:8]}",
-        **extra,
-    )
 
 
 def bind_all(session: Session) -> list[IngressBinding]:
@@ -69,7 +59,10 @@ def post(client: Any, url: str, data: dict[str, Any] | None = None, key: str | N
 def test_cutover_moves_every_active_binding_records_audits_announces_and_counts(
     cast, api_as, django_capture_on_commit_callbacks
 ):
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     moved = bind_all(source)
     before = cutovers_counted("cutover")
     with django_capture_on_commit_callbacks(execute=True):
@@ -96,7 +89,10 @@ def test_cutover_moves_every_active_binding_records_audits_announces_and_counts(
 
 
 def test_rollback_restores_exactly_the_moved_bindings(cast, api_as, django_capture_on_commit_callbacks):
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     bind_all(source)
     own = services.ingress_bind(
         scope=scope_of(cast.owner, cast.acme), session_id=target.pk, channel="cli", external_ref="already-on-target"
@@ -124,10 +120,13 @@ def test_rollback_restores_exactly_the_moved_bindings(cast, api_as, django_captu
 
 def test_a_binding_ended_after_the_cutover_stays_ended_on_rollback(cast):
     scope = scope_of(cast.owner, cast.acme)
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     web, cli, discord = bind_all(source)
     cutover.session_cutover(scope=scope, session_id=source.pk, target_id=target.pk)
-    elsewhere = make_session(cast.owner, cast.acme, "beta")
+    elsewhere = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta")
     services.ingress_bind(scope=scope, session_id=elsewhere.pk, channel="discord", external_ref="9001")  # rebinds it
     migration = cutover.session_rollback(scope=scope, session_id=source.pk)
     assert {pk for pk, _, _ in bindings_of(source)} == {web.pk, cli.pk}
@@ -138,8 +137,11 @@ def test_a_binding_ended_after_the_cutover_stays_ended_on_rollback(cast):
 
 def test_rollback_refuses_when_the_bindings_were_cut_over_again(cast):
     scope = scope_of(cast.owner, cast.acme)
-    a, b = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
-    c = make_session(cast.owner, cast.acme)
+    a, b = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
+    c = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha")
     bind_all(a)
     cutover.session_cutover(scope=scope, session_id=a.pk, target_id=b.pk)
     cutover.session_cutover(scope=scope, session_id=b.pk, target_id=c.pk)
@@ -156,7 +158,10 @@ def test_the_discord_relay_starts_the_moved_channel_at_the_targets_newest_event(
     from sessions_app.stream import EventKind, system_body
 
     scope = scope_of(cast.owner, cast.acme)
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     binding = channel_bind(scope=scope, channel_id="777", session_id=str(source.pk))
     for i in range(5):
         services.event_append(session_id=target.pk, kind=EventKind.SYSTEM, body=system_body(text=f"old {i}"))
@@ -166,7 +171,10 @@ def test_the_discord_relay_starts_the_moved_channel_at_the_targets_newest_event(
 
 
 def test_a_tenant_admin_may_cut_over_an_operators_sessions(cast):
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     bind_all(source)
     migration = cutover.session_cutover(
         scope=scope_of(cast.admin_user, cast.acme), session_id=source.pk, target_id=target.pk
@@ -175,7 +183,10 @@ def test_a_tenant_admin_may_cut_over_an_operators_sessions(cast):
 
 
 def test_teammates_are_refused_and_outsiders_see_nothing(cast, api_as):
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     bind_all(source)
     services.session_grant(scope=scope_of(cast.owner, cast.acme), session_id=source.pk, grantee=cast.teammate)
     services.session_grant(scope=scope_of(cast.owner, cast.acme), session_id=target.pk, grantee=cast.teammate)
@@ -197,12 +208,12 @@ def test_teammates_are_refused_and_outsiders_see_nothing(cast, api_as):
 
 def test_a_target_in_another_tenant_or_of_another_owner_is_not_found_or_refused(cast):
     scope = scope_of(cast.owner, cast.acme)
-    source = make_session(cast.owner, cast.acme)
+    source = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha")
     bind_all(source)
-    foreign = make_session(cast.outsider, cast.globex, "gamma")
+    foreign = SessionFactory.create(owner=cast.outsider, tenant=cast.globex, provider_instance="gamma")
     with pytest.raises(NotFound):
         cutover.session_cutover(scope=scope, session_id=source.pk, target_id=foreign.pk)
-    theirs = make_session(cast.teammate, cast.acme, "beta")
+    theirs = SessionFactory.create(owner=cast.teammate, tenant=cast.acme, provider_instance="beta")
     with pytest.raises(NotFound):
         cutover.session_cutover(scope=scope, session_id=source.pk, target_id=theirs.pk)
     services.session_grant(scope=scope_of(cast.teammate, cast.acme), session_id=theirs.pk, grantee=cast.owner)
@@ -223,13 +234,17 @@ def test_a_target_in_another_tenant_or_of_another_owner_is_not_found_or_refused(
     ],
 )
 def test_impossible_cutovers_get_typed_errors_and_change_nothing(cast, api_as, settings, case, status, code):
-    source = make_session(cast.owner, cast.acme)
+    source = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha")
     target = {
-        "same_instance": lambda: make_session(cast.owner, cast.acme, "alpha"),
+        "same_instance": lambda: SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
         "same_session": lambda: source,
-        "target_exited": lambda: make_session(cast.owner, cast.acme, "beta", status="exited"),
-        "target_instance_gone": lambda: make_session(cast.owner, cast.acme, "retired"),
-        "nothing_bound": lambda: make_session(cast.owner, cast.acme, "beta"),
+        "target_exited": lambda: SessionFactory.create(
+            owner=cast.owner, tenant=cast.acme, provider_instance="beta", status="exited"
+        ),
+        "target_instance_gone": lambda: SessionFactory.create(
+            owner=cast.owner, tenant=cast.acme, provider_instance="retired"
+        ),
+        "nothing_bound": lambda: SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
         "not_a_uuid": lambda: None,
     }[case]()
     if case != "nothing_bound":
@@ -248,7 +263,10 @@ def test_impossible_cutovers_get_typed_errors_and_change_nothing(cast, api_as, s
 
 
 def test_a_retried_cutover_is_replayed_not_repeated(cast, api_as):
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     bind_all(source)
     client = api_as(cast.owner)
     first = post(client, f"/api/v1/sessions/{source.pk}/cutover/", {"target": str(target.pk)}, key="cut-1")
@@ -262,7 +280,10 @@ def test_a_retried_cutover_is_replayed_not_repeated(cast, api_as):
 
 def test_the_migrations_of_a_session_are_listed_for_both_ends(cast, api_as, django_assert_max_num_queries):
     scope = scope_of(cast.owner, cast.acme)
-    source, target = make_session(cast.owner, cast.acme), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     bind_all(source)
     first = cutover.session_cutover(scope=scope, session_id=source.pk, target_id=target.pk)
     cutover.session_rollback(scope=scope, session_id=source.pk)
@@ -278,8 +299,8 @@ def test_the_migrations_of_a_session_are_listed_for_both_ends(cast, api_as, djan
 @pytest.mark.django_db(transaction=True)
 def test_two_cutovers_at_once_never_split_the_bindings(cast):
     scope = scope_of(cast.owner, cast.acme)
-    source = make_session(cast.owner, cast.acme)
-    targets = [make_session(cast.owner, cast.acme, "beta") for _ in range(4)]
+    source = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha")
+    targets = [SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta") for _ in range(4)]
     for i in range(6):
         services.ingress_bind(scope=scope, session_id=source.pk, channel="cli", external_ref=f"cli-{i}")
     barrier = threading.Barrier(len(targets))

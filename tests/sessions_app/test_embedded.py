@@ -18,7 +18,8 @@ from sessions_app import pump
 from sessions_app.models import Session, SessionStatus
 from tess_site.accounts import services as accounts
 from tess_site.scope import Role
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize(
@@ -59,7 +60,7 @@ def test_one_server_process_without_redis_streams_live_tmux_output(
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         env,
     )
-    assert wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30), child.output()
+    assert wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30), child.output()
     assert child.alive(), child.output()
     headers = {"Authorization": f"Bearer {token_for(cast.owner)}"}
     url = f"ws://127.0.0.1:{port}/ws/sessions/{session.pk}/stream/?cursor=0"

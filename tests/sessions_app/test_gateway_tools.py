@@ -14,6 +14,7 @@ from approvals_app.models import Approval, ApprovalExecution, Handoff
 from tess_site.audit.models import AuditEvent
 from tests.approvals_app.approval_fixtures import LINK_RE
 from tests.conftest import Cast, csrf_token
+from tests.factories import SessionFactory
 from tests.providers_app.git_repos import git, make_repo, ref
 
 pytestmark = pytest.mark.django_db
@@ -318,10 +319,10 @@ def test_others_cannot_use_a_tool_in_someone_elses_session(
 def test_asking_in_a_turn_to_create_a_branch_requests_the_same_approval(
     emails: Cast, api_as: Any, browser_as: Any, repo: Path, django_capture_on_commit_callbacks: Any
 ):
-    from tests.sessions_app.test_turns import make_session, turn
+    from tests.sessions_app.test_turns import turn
 
     capture = django_capture_on_commit_callbacks
-    session = make_session(emails.owner, emails.acme)
+    session = SessionFactory.create(owner=emails.owner, tenant=emails.acme)
     with capture(execute=True):
         asked = turn(api_as(emails.owner), session, "Tess, create branch from-a-turn in app")
     assert asked.status_code == 200, asked.json()
@@ -335,9 +336,9 @@ def test_asking_in_a_turn_to_create_a_branch_requests_the_same_approval(
 def test_a_turn_naming_an_unknown_repository_is_refused_and_nothing_is_asked(
     cast: Cast, api_as: Any, repo: Path, django_capture_on_commit_callbacks: Any
 ):
-    from tests.sessions_app.test_turns import make_session, turn
+    from tests.sessions_app.test_turns import turn
 
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     with django_capture_on_commit_callbacks(execute=True):
         refused = turn(api_as(cast.owner), session, "create tag v9 in elsewhere")
     assert refused.status_code == 404 and refused.json()["error"]["code"] == "git_repo_unknown"

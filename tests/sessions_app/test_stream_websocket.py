@@ -24,7 +24,8 @@ from sessions_app.consumers import CLOSE_CREDENTIAL_ENDED, CLOSE_NOT_FOUND
 from sessions_app.models import Session
 from sessions_app.stream import EventKind, system_body
 from tests.conftest import scope_of
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -39,7 +40,7 @@ def server(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(TESS_STREAM_HEARTBEAT_SECONDS="2", TESS_STREAM_RECHECK_SECONDS="1"),
     )
-    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30):
+    if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30):
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     if not child.alive():
         pytest.fail(f"daphne exited:\n{child.output()}")

@@ -17,12 +17,12 @@ from approvals_app.models import Approval, Card, Handoff
 from memory_app.models import OperatorMemory
 from memory_app.plugin.registry import reset_plugins
 from memory_app.services import memory_propose
-from sessions_app.gateway import fallback_line
 from sessions_app.gateway_prompt import STABLE_PREFIX
 from sessions_app.models import Session, SessionEvent
 from sessions_app.services import session_grant
 from tess_site.audit.models import AuditEvent
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 from tests.providers_app.chat_standin import ChatStandIn, running_chat_standin
 
 pytestmark = pytest.mark.django_db
@@ -32,13 +32,6 @@ pytestmark = pytest.mark.django_db
 def chat_standin() -> Iterator[ChatStandIn]:
     with running_chat_standin() as standin:
         yield standin
-
-
-def make_session(user, tenant, title: str = "work") -> Session:
-    """A bound session row; answers that need no runtime never call its provider."""
-    return Session.objects.create(
-        tenant=tenant, owner=user, title=title, provider_instance="nowhere", runtime_id=f"${uuid.uuid4().hex[:6]}"
-    )
 
 
 def turn(client, session: Session, text: str, key: str | None = None, **headers: Any):
@@ -62,7 +55,7 @@ def kinds(session: Session) -> list[str]:
 
 @pytest.fixture
 def session(cast) -> Session:
-    return make_session(cast.owner, cast.acme)
+    return SessionFactory.create(owner=cast.owner, tenant=cast.acme)
 
 
 def test_a_conversation_turn_is_answered_and_both_events_reach_the_stream(cast, api_as, session):
@@ -270,12 +263,13 @@ def test_when_the_model_fails_after_reading_memory_the_fallback_says_so(cast, ap
     remember(cast.owner, cast.acme, category="standing_initiative", value="EVE_EVERYWHERE Phase 5")
     remember(cast.owner, cast.acme, category="preferences", value="lead with sev0")
     with override_settings(**model_settings(chat_standin, "error-503")):
-        body = turn(api_as(cast.owner), session, "hello").json()
+        response = turn(api_as(cast.owner), session, "hello")
+    assert response.status_code == 200, response.content
+    body = response.json()
     expected = (
         "The model failed (model_error). 2 operator notes were read for this turn and did not ground this "
         "deterministic fallback answer."
     )
-    assert fallback_line(read=2, code="model_error") == expected
     assert [e["kind"] for e in body["events"]] == ["turn.in", "system", "turn.out"]
     assert body["events"][1]["body"] == {"text": expected, "code": "model_fallback"}
     # The fallback read no memory: it does not name the initiative, and its reply claims no recall.
@@ -298,7 +292,7 @@ def test_a_model_failure_without_memory_still_gets_a_system_line(cast, api_as, s
 def test_the_stable_prefix_is_identical_for_two_operators_and_free_of_memory(cast, api_as, chat_standin):
     remember(cast.owner, cast.acme, category="standing_initiative", value="owner drives Phase 5")
     remember(cast.teammate, cast.acme, category="preferences", value="teammate wants terse answers")
-    sessions = {user: make_session(user, cast.acme) for user in (cast.owner, cast.teammate)}
+    sessions = {user: SessionFactory.create(owner=user, tenant=cast.acme) for user in (cast.owner, cast.teammate)}
     with override_settings(**model_settings(chat_standin, "gpt-5.6-sol")):
         for user, session in sessions.items():
             for text in ("hello", "what is the status of the queue?"):
@@ -307,7 +301,7 @@ def test_the_stable_prefix_is_identical_for_two_operators_and_free_of_memory(cas
     assert len(prefixes) == 4
     assert all(p.encode() == STABLE_PREFIX.encode() for p in prefixes)
     for note in ("Phase 5", "terse answers", "Operator memory"):
-        assert note not in STABLE_PREFIX
+        assert all(note not in prefix for prefix in prefixes)
     dynamic = [r["body"]["messages"][1]["content"] for r in chat_standin.requests]
     assert "owner drives Phase 5" in dynamic[0] and "terse answers" not in dynamic[0]
     assert "teammate wants terse answers" in dynamic[2] and "Phase 5" not in dynamic[2]

@@ -12,8 +12,9 @@ from rest_framework.test import APIClient
 
 from approvals_app.handoff_adapters import SIGNATURE_HEADER, sign
 from approvals_app.models import Handoff
-from sessions_app.models import Session, SessionEvent
+from sessions_app.models import SessionEvent
 from tests.approvals_app.test_handoffs import SECRET, Receiver, running_receiver
+from tests.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -27,9 +28,7 @@ def receiver(settings) -> Iterator[Receiver]:
 def test_a_coding_turn_reaches_mos_and_its_result_reaches_the_stream(
     cast, api_as, receiver, django_capture_on_commit_callbacks
 ):
-    session = Session.objects.create(
-        tenant=cast.acme, owner=cast.owner, title="work", provider_instance="nowhere", runtime_id="$1"
-    )
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     with django_capture_on_commit_callbacks(execute=True):
         response = api_as(cast.owner).post(
             f"/api/v1/sessions/{session.pk}/turns/",

@@ -24,7 +24,8 @@ from tess_site.celery import app
 from tess_site.leases import LeaseState
 from tess_site.tasks import sweep_expired_leases
 from tests.conftest import scope_of
-from tests.tess_site.children import VENV_BIN, Child, child_env, wait_until, worker_answers
+from tests.tess_site.children import VENV_BIN, Child, child_env, worker_answers
+from tests.waiting import wait_for
 
 from .conftest import output_of, pump_until
 
@@ -78,7 +79,7 @@ def start_worker(start_child: Callable[..., Child], queue: str, tmux, tmp_path: 
             ],
             env,
         )
-        if not wait_until(lambda: not child.alive() or worker_answers(app, node), timeout=60, interval=0.5):
+        if not wait_for(lambda: not child.alive() or worker_answers(app, node), timeout=60, interval=0.5):
             pytest.fail(f"the worker did not answer:\n{child.output()}")
         assert child.alive(), child.output()
         return child
@@ -99,7 +100,7 @@ def test_a_message_whose_worker_was_killed_mid_send_is_delivered_once_by_the_swe
     with transaction.atomic():
         item = services.message_enqueue(scope=scope, session_id=session.pk, text="survives-sigkill")
     entered = Path(f"{hold}.entered")
-    assert wait_until(entered.exists, timeout=30), first.output()
+    assert wait_for(entered.exists, timeout=30), first.output()
     item.refresh_from_db()
     assert item.state == LeaseState.LEASED
 
@@ -111,9 +112,9 @@ def test_a_message_whose_worker_was_killed_mid_send_is_delivered_once_by_the_swe
 
     second = start_worker("second")
     # The lease runs out on its own (TESS_LEASE_SECONDS for the worker); then the sweeper hands the item on.
-    assert wait_until(lambda: timezone.now() > InboxItem.objects.get(pk=item.pk).lease_expires_at, timeout=30)
+    assert wait_for(lambda: timezone.now() > InboxItem.objects.get(pk=item.pk).lease_expires_at, timeout=30)
     assert sweep_expired_leases() == 1
-    assert wait_until(lambda: InboxItem.objects.get(pk=item.pk).state == LeaseState.DONE, timeout=30), second.output()
+    assert wait_for(lambda: InboxItem.objects.get(pk=item.pk).state == LeaseState.DONE, timeout=30), second.output()
     item.refresh_from_db()
     assert item.attempts == 2
     output = pump_until(session, "got:survives-sigkill")

@@ -103,3 +103,17 @@ def test_env_list_and_choice(monkeypatch):
     monkeypatch.setenv("X_CHOICE", "maybe")
     with pytest.raises(ImproperlyConfiguredEnv, match="one of"):
         env_choice("X_CHOICE", ("yes", "no"), "no")
+
+
+def test_a_given_environment_is_read_instead_of_the_process_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("X_FLAG", "1")
+    monkeypatch.setenv("X_N", "5")
+    secret = tmp_path / "secret"
+    secret.write_text("from-a-file\n")
+    environ = {"X_FLAG": "off", "X_N": "7", "X_LIST": "a, b", "X_SECRET_FILE": str(secret)}
+    assert env_bool("X_FLAG", True, environ=environ) is False
+    assert env_int("X_N", 1, environ=environ) == 7
+    assert env_list("X_LIST", environ=environ) == ["a", "b"]
+    assert env_choice("X_MODE", ("a", "b"), "b", environ=environ) == "b"
+    assert env_str("X_SECRET", environ=environ) == "from-a-file"
+    assert env_str("X_FLAG", environ={}) is None  # an empty mapping is an environment too, not "use os.environ"

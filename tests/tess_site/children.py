@@ -13,8 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -55,6 +53,8 @@ def child_env(**extra: str) -> dict[str, str]:
     )
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
+        # The same channel layer as this process (each parallel test worker has its own prefix).
+        env["TESS_CHANNEL_PREFIX"] = settings.TESS_CHANNEL_PREFIX
     else:
         env.pop("REDIS_URL", None)
     env.update(extra)
@@ -76,15 +76,6 @@ def serves_healthz(port: int, *, timeout: float = 1.0) -> bool:
 def worker_answers(app: Any, node: str) -> bool:
     """A child Celery worker named ``node`` answers a control ping."""
     return any(node in reply for reply in app.control.ping(destination=[node], timeout=0.5) or [])
-
-
-def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def _die_with_the_parent() -> None:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from .children import VENV_BIN, Child, child_env, free_port, serves_healthz, wait_until
+from tests.waiting import wait_for
+
+from .children import VENV_BIN, Child, child_env, free_port, serves_healthz
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def daphne(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator
         [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
         child_env(),
     )
-    if not wait_until(lambda: not child.alive() or serves_healthz(port), timeout=30):
+    if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30):
         pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
     if not child.alive():
         pytest.fail(f"daphne exited:\n{child.output()}")

@@ -24,8 +24,9 @@ from tess_site.context import reset_correlation_id, set_correlation_id
 from tess_site.leases import LeaseState, claim, new_worker_id
 from tess_site.tasks import enqueue_on_commit, sweep_expired_leases
 from tests.testapp.models import Chore
+from tests.waiting import wait_for
 
-from .children import VENV_BIN, Child, child_env, wait_until, worker_answers
+from .children import VENV_BIN, Child, child_env, worker_answers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -87,7 +88,7 @@ def worker(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator
         child_env(),
     )
     try:
-        if not wait_until(
+        if not wait_for(
             lambda: not child.alive() or worker_answers(app, node), timeout=WORKER_START_SECONDS, interval=0.5
         ):
             pytest.fail(f"the worker did not answer within {WORKER_START_SECONDS}s:\n{child.output()}")
@@ -157,7 +158,7 @@ def test_a_task_queued_in_a_rolled_back_transaction_never_runs_and_one_committed
     with transaction.atomic():
         enqueue_on_commit(sweep_expired_leases)
         assert worker.processed(SWEEPER) == started  # not before the commit either
-    assert wait_until(lambda: _state(chore) == LeaseState.PENDING, timeout=TASK_SECONDS), worker.child.output()
+    assert wait_for(lambda: _state(chore) == LeaseState.PENDING, timeout=TASK_SECONDS), worker.child.output()
     # One queue, one solo worker: a task sent by the rolled-back transaction would have run first.
     assert worker.processed(SWEEPER) == started + 1
 
@@ -171,7 +172,7 @@ def test_a_worker_task_runs_under_the_correlation_id_it_was_queued_with(worker, 
             enqueue_on_commit(sweep_expired_leases)
     finally:
         reset_correlation_id(token)
-    assert wait_until(lambda: _state(chore) == LeaseState.PENDING, timeout=TASK_SECONDS), worker.child.output()
+    assert wait_for(lambda: _state(chore) == LeaseState.PENDING, timeout=TASK_SECONDS), worker.child.output()
     # The sweeper logs a warning for what it re-queued; the worker prints it with the request's id.
     line = f"[{correlation_id}] re-queued 1 expired testapp.Chore leases"
-    assert wait_until(lambda: line in worker.child.output(), timeout=5), worker.child.output()
+    assert wait_for(lambda: line in worker.child.output(), timeout=5), worker.child.output()

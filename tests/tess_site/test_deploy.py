@@ -20,7 +20,8 @@ import pytest
 from django.conf import settings
 
 from tests.conftest import require_or_skip
-from tests.tess_site.children import ROOT, VENV_BIN, Child, free_port, shared_database_url, wait_until
+from tests.tess_site.children import ROOT, VENV_BIN, Child, free_port, shared_database_url
+from tests.waiting import wait_for
 
 DEPLOY = ROOT / "deploy"
 SYSTEMD = DEPLOY / "systemd"
@@ -195,7 +196,7 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
         finally:
             conn.close()
 
-    assert wait_until(lambda: not child.alive() or get("/healthz")[0] == 200, timeout=30), child.output()
+    assert wait_for(lambda: not child.alive() or get("/healthz")[0] == 200, timeout=30), child.output()
     status, body = get("/metrics")
     assert status == 200 and b"tess_approvals_pending" in body, child.output()
     assert get("/metrics", **{"X-Forwarded-For": "203.0.113.9"})[0] == 404

@@ -19,10 +19,11 @@ from django.conf import settings as django_settings
 from django.test import Client
 from websockets.sync.client import connect
 
-from sessions_app.models import Session
 from tess_site.logging import RedactingFormatter, RedactingJsonFormatter, redact
-from tests.tess_site.children import Child, free_port, wait_until
+from tests.factories import SessionFactory
+from tests.tess_site.children import Child, free_port
 from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
+from tests.waiting import wait_for
 
 APPROVAL_TOKEN = "Zq3" + "x" * 40  # the shape of secrets.token_urlsafe(32): 43 URL-safe characters
 PERSONAL_TOKEN = "tess_abcd1234_" + "s" * 32
@@ -95,12 +96,10 @@ def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_
     env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **discord, **mail)
     (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
     child = start_child("tess-web", _command(start, env), env)
-    assert wait_until(lambda: not child.alive() or _answers(port), timeout=60), child.output()
+    assert wait_for(lambda: not child.alive() or _answers(port), timeout=60), child.output()
     type(cast.approver).objects.filter(pk=cast.approver.pk).update(email="approver@example.com")
     owner_token, approver_token = token_for(cast.owner), token_for(cast.approver)
-    session = Session.objects.create(
-        tenant=cast.acme, owner=cast.owner, title="logs", provider_instance="nowhere", runtime_id="$1"
-    )
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="logs")
 
     # The owner asks; the approver's own drawer socket receives the one-time link.
     me = connect(
@@ -151,7 +150,7 @@ def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_
     assert _request(port, "GET", f"/api/v1/me/?token={owner_token}", {})[0] in (400, 401)
     assert _request(port, "GET", "/healthz", {})[0] == 200  # the access log of the last request is written
 
-    assert wait_until(lambda: "/api/v1/me/?token=" in child.output(), timeout=10), child.output()[-3000:]
+    assert wait_for(lambda: "/api/v1/me/?token=" in child.output(), timeout=10), child.output()[-3000:]
     lines = child.output().splitlines()
     assert any("/approvals/[redacted]" in line for line in lines)
     for secret in (token, owner_token, approver_token, link):

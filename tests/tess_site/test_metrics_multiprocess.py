@@ -32,9 +32,9 @@ from tests.tess_site.children import (
     child_env,
     free_port,
     serves_healthz,
-    wait_until,
     worker_answers,
 )
+from tests.waiting import wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 SWEEPER = "tess_site.tasks.sweep_expired_leases"
@@ -78,7 +78,7 @@ def test_counts_of_an_exited_process_stay_and_its_open_websockets_do_not(metrics
     assert _python(COUNT_AND_EXIT, metrics_dir).wait(timeout=60) == 0
     alive = _python(COUNT_AND_WAIT, metrics_dir, stdin=subprocess.PIPE)
     try:
-        assert wait_until(lambda: len(list(metrics_dir.glob("gauge_livesum_*.db"))) == 2, timeout=30)
+        assert wait_for(lambda: len(list(metrics_dir.glob("gauge_livesum_*.db"))) == 2, timeout=30)
         samples = parse(Client().get("/metrics").content.decode())
         # Both processes counted 3; only the one still running has a socket open.
         assert value(samples, "tess_celery_tasks_total", task="elsewhere", state="succeeded") == 6
@@ -136,9 +136,9 @@ def cluster(
         child_env(PROMETHEUS_MULTIPROC_DIR=shared),
     )
     try:
-        if not wait_until(lambda: not worker.alive() or worker_answers(app, node), timeout=60, interval=0.5):
+        if not wait_for(lambda: not worker.alive() or worker_answers(app, node), timeout=60, interval=0.5):
             pytest.fail(f"the worker did not answer:\n{worker.output()}")
-        if not wait_until(lambda: not daphne.alive() or serves_healthz(port), timeout=30):
+        if not wait_for(lambda: not daphne.alive() or serves_healthz(port), timeout=30):
             pytest.fail(f"daphne did not answer:\n{daphne.output()}")
         yield Cluster(server=f"127.0.0.1:{port}", queue=queue, worker=worker, daphne=daphne)
     finally:
@@ -175,7 +175,7 @@ def test_the_servers_scrape_includes_the_tasks_the_worker_ran(cluster):
     def succeeded() -> float | None:
         return value(_scrape(cluster.server), "tess_celery_tasks_total", task=SWEEPER, state="succeeded")
 
-    assert wait_until(lambda: succeeded() == 1, timeout=30), cluster.worker.output()
+    assert wait_for(lambda: succeeded() == 1, timeout=30), cluster.worker.output()
     samples = _scrape(cluster.server)
     assert value(samples, "tess_celery_task_duration_seconds_count", task=SWEEPER) == 1
     # The server's own requests are in the same scrape.
@@ -194,5 +194,5 @@ def test_the_servers_scrape_shows_its_open_websockets(cluster, cast, token_for):
     def closed() -> bool:
         return value(_scrape(cluster.server), "tess_websocket_open", consumer="MeConsumer") == 0
 
-    assert wait_until(closed, timeout=10), cluster.daphne.output()
+    assert wait_for(closed, timeout=10), cluster.daphne.output()
     assert value(_scrape(cluster.server), "tess_websocket_disconnects_total", consumer="MeConsumer") == 1

@@ -3,10 +3,6 @@ every turn makes, the ORM never prepares, and ``DB_PREPARE_THRESHOLD`` turns it 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +11,11 @@ from django.db import connection
 from approvals_app.cards import card_confirm
 from memory_app.services import memory_propose
 from sessions_app.models import Session
+from tess_site.settings.derived import databases
+from tess_site.settings.env import ImproperlyConfiguredEnv
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 from tests.sessions_app.test_turns import turn
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _prepared() -> list[str]:
@@ -35,9 +32,7 @@ def test_a_turns_statements_are_prepared_on_the_connection_and_its_answers_stay_
         category = "standing_initiative" if "Phase" in value else "preferences"
         card = memory_propose(scope, data={"op": "remember", "category": category, "value": value})
         card_confirm(scope=scope, card_id=card.id)
-    session = Session.objects.create(
-        tenant=cast.acme, owner=cast.owner, title="work", provider_instance="nowhere", runtime_id="$prep"
-    )
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     client = api_as(cast.owner)
     connection.connection.execute("DEALLOCATE ALL")  # whatever earlier tests left on this connection
     assert _prepared() == []
@@ -67,16 +62,8 @@ def test_a_turns_statements_are_prepared_on_the_connection_and_its_answers_stay_
     assert seqs == list(range(seqs[0], seqs[0] + 6))
 
 
-def _database_options(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    code = (
-        "import django, json; django.setup(); from django.conf import settings as s; "
-        "print(json.dumps(s.DATABASES['default'].get('OPTIONS', {})))"
-    )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "DATABASE_URL", "DJANGO_"))}
-    full = {**clean, "DJANGO_SETTINGS_MODULE": "tess_site.settings.dev", **env}
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, timeout=60, check=False
-    )
+def _database_options(env: dict[str, str]) -> dict[str, object]:
+    return dict(databases(env, Path("unused.sqlite3"))["default"].get("OPTIONS", {}))
 
 
 @pytest.mark.parametrize(("raw", "expected"), [(None, 2), ("", 2), ("0", 0), ("7", 7), ("off", None), ("OFF", None)])
@@ -84,19 +71,14 @@ def test_the_threshold_comes_from_db_prepare_threshold_and_off_turns_it_off(raw,
     env = {"DATABASE_URL": "postgres://tess@127.0.0.1:5432/tess"}
     if raw is not None:
         env["DB_PREPARE_THRESHOLD"] = raw
-    result = _database_options(env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1])["prepare_threshold"] == expected
+    assert _database_options(env)["prepare_threshold"] == expected
 
 
 @pytest.mark.parametrize("raw", ["two", "-1"])
 def test_a_bad_threshold_is_refused_at_start_naming_the_variable(raw):
-    result = _database_options({"DATABASE_URL": "postgres://tess@127.0.0.1:5432/tess", "DB_PREPARE_THRESHOLD": raw})
-    assert result.returncode != 0
-    assert "DB_PREPARE_THRESHOLD" in result.stderr
+    with pytest.raises(ImproperlyConfiguredEnv, match="DB_PREPARE_THRESHOLD"):
+        _database_options({"DATABASE_URL": "postgres://tess@127.0.0.1:5432/tess", "DB_PREPARE_THRESHOLD": raw})
 
 
 def test_sqlite_has_no_threshold():
-    result = _database_options({})
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "prepare_threshold" not in json.loads(result.stdout.strip().splitlines()[-1])
+    assert "prepare_threshold" not in _database_options({})

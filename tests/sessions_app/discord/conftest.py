@@ -13,7 +13,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.test import Client
 
-from sessions_app.models import Session
 from tess_site.accounts.models import ExternalIdentity
 
 from .standin import DiscordStandIn, running_discord_standin
@@ -73,9 +72,3 @@ def interact(discord_key: Ed25519PrivateKey) -> Callable[..., Any]:
 
 def link(user: Any, tenant: Any, discord_user_id: str) -> ExternalIdentity:
     return ExternalIdentity.objects.create(tenant=tenant, user=user, provider="discord", external_id=discord_user_id)
-
-
-def make_session(user: Any, tenant: Any) -> Session:
-    return Session.objects.create(
-        tenant=tenant, owner=user, title="work", provider_instance="nowhere", runtime_id=f"${uuid.uuid4().hex[:6]}"
-    )

@@ -11,8 +11,9 @@ from sessions_app.discord.models import DiscordInteraction
 from sessions_app.models import IngressBinding, OutboxItem, SessionEvent
 from sessions_app.services import ingress_bind
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 
-from .conftest import CHANNEL, command, link, make_session
+from .conftest import CHANNEL, command, link
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def test_unlinked_users_get_an_ephemeral_refusal(cast, interact, sub, options):
 
 
 def test_it_binds_the_channel_to_the_callers_session(cast, interact):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     link(cast.owner, cast.acme, OWNER_ID)
     answer = interact(command("bind", OWNER_ID, session=str(session.pk)))
     assert "now bound" in content(answer)
@@ -49,7 +50,7 @@ def test_it_binds_the_channel_to_the_callers_session(cast, interact):
 
 
 def test_it_refuses_to_bind_another_owners_session(cast, interact):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     link(cast.teammate, cast.acme, TEAMMATE_ID)
     link(cast.outsider, cast.globex, OUTSIDER_ID)
     for user_id in (TEAMMATE_ID, OUTSIDER_ID):
@@ -59,7 +60,7 @@ def test_it_refuses_to_bind_another_owners_session(cast, interact):
 
 
 def test_status_reports_the_bound_session(cast, interact):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     link(cast.owner, cast.acme, OWNER_ID)
     assert "not bound" in content(interact(command("status", OWNER_ID)))
     bind(session)
@@ -67,8 +68,8 @@ def test_status_reports_the_bound_session(cast, interact):
 
 
 def test_sessions_lists_only_the_callers_sessions(cast, interact, django_assert_max_num_queries):
-    mine = make_session(cast.owner, cast.acme)
-    theirs = make_session(cast.teammate, cast.acme)
+    mine = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
+    theirs = SessionFactory.create(owner=cast.teammate, tenant=cast.acme)
     link(cast.owner, cast.acme, OWNER_ID)
     with django_assert_max_num_queries(8):
         text = content(interact(command("sessions", OWNER_ID)))
@@ -85,7 +86,7 @@ def test_memory_reports_the_callers_note_count(cast, interact):
 def test_ask_defers_then_follows_up_through_the_webhook_from_the_outbox(
     cast, interact, discord_api, django_capture_on_commit_callbacks
 ):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     link(cast.owner, cast.acme, OWNER_ID)
     bind(session)
     payload = command("ask", OWNER_ID, text="hello tess")
@@ -103,7 +104,7 @@ def test_ask_defers_then_follows_up_through_the_webhook_from_the_outbox(
 
 
 def test_a_redelivered_interaction_runs_one_turn(cast, interact, discord_api, django_capture_on_commit_callbacks):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     link(cast.owner, cast.acme, OWNER_ID)
     bind(session)
     payload = command("ask", OWNER_ID, text="hello")
@@ -116,7 +117,7 @@ def test_a_redelivered_interaction_runs_one_turn(cast, interact, discord_api, dj
 
 
 def test_another_owners_discord_user_cannot_ask_in_a_bound_channel(cast, interact, discord_api):
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     bind(session)
     link(cast.teammate, cast.acme, TEAMMATE_ID)
     link(cast.outsider, cast.globex, OUTSIDER_ID)
@@ -134,7 +135,7 @@ def test_a_bound_channel_gets_approval_notices_and_the_approver_the_link_private
     from sessions_app.services import session_terminate
 
     settings.TESS_DISCORD_BOT_TOKEN = "bot-secret"
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     bind(session)
     link(cast.approver, cast.acme, "555")
     with django_capture_on_commit_callbacks(execute=True):
@@ -151,7 +152,7 @@ def test_a_bound_channel_gets_approval_notices_and_the_approver_the_link_private
 def test_without_a_bot_token_nothing_is_posted_to_discord(cast, discord_api, django_capture_on_commit_callbacks):
     from sessions_app.services import session_terminate
 
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     bind(session)
     link(cast.approver, cast.acme, "555")
     with django_capture_on_commit_callbacks(execute=True):

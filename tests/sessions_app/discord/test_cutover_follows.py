@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from providers_app.registry import reset_instances
 from sessions_app import cutover, services
 from sessions_app.models import Session, SessionEvent
 from tests.conftest import scope_of
+from tests.factories import SessionFactory
 
 from .conftest import CHANNEL, command, link
 
@@ -28,12 +28,6 @@ def two_instances(settings: Any, tmp_path: Any) -> Any:
     reset_instances()
 
 
-def make_session(user: Any, tenant: Any, instance: str) -> Session:
-    return Session.objects.create(
-        tenant=tenant, owner=user, title="work", provider_instance=instance, runtime_id=f"${uuid.uuid4().hex[:6]}"
-    )
-
-
 def turns(session: Session) -> list[str]:
     return [e.body["text"] for e in SessionEvent.objects.filter(session=session, kind="turn.in").order_by("seq")]
 
@@ -42,7 +36,10 @@ def test_a_turn_from_the_channel_lands_in_the_target_after_cutover_and_back_afte
     cast, two_instances, interact, discord_api, django_capture_on_commit_callbacks
 ):
     scope = scope_of(cast.owner, cast.acme)
-    source, target = make_session(cast.owner, cast.acme, "alpha"), make_session(cast.owner, cast.acme, "beta")
+    source, target = (
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="alpha"),
+        SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="beta"),
+    )
     services.ingress_bind(scope=scope, session_id=source.pk, channel="discord", external_ref=CHANNEL)
     link(cast.owner, cast.acme, "101")
 

@@ -14,8 +14,9 @@ from tests.cli.conftest import Tess
 from tests.cli.conftest import live as live
 from tests.cli.conftest import start_child as start_child
 from tests.conftest import csrf_token
+from tests.factories import SessionFactory
 
-from .conftest import CHANNEL, command, link, make_session
+from .conftest import CHANNEL, command, link
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -30,7 +31,7 @@ def test_a_turn_from_each_channel_appears_in_order_everywhere(
     settings,
 ):
     settings.TESS_DISCORD_BOT_TOKEN = "bot-secret"
-    session = make_session(cast.owner, cast.acme)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     link(cast.owner, cast.acme, "101")
     assert "now bound" in interact(command("bind", "101", session=str(session.pk))).json()["data"]["content"]
 
@@ -78,6 +79,6 @@ def test_a_turn_from_each_channel_appears_in_order_everywhere(
 
 def test_an_unbound_channel_relays_nothing(cast, discord_api, settings):
     settings.TESS_DISCORD_BOT_TOKEN = "bot-secret"
-    make_session(cast.owner, cast.acme)
+    SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     assert relay_bound_channels() == 0
     assert discord_api.calls == []
