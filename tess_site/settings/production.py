@@ -89,6 +89,20 @@ def _discord_problems(environ: Environ) -> list[str]:
     return problems
 
 
+CONSOLE_EMAIL = "django.core.mail.backends.console.EmailBackend"
+
+
+def _email_problems(environ: Environ) -> list[str]:
+    # One-time approval links travel by e-mail; the console backend would print them into the web unit's journal.
+    backend = env_str("EMAIL_BACKEND", environ=environ)
+    if backend and (backend != CONSOLE_EMAIL or env_bool("TESS_ALLOW_CONSOLE_EMAIL", False, environ=environ)):
+        return []
+    return [
+        "EMAIL_BACKEND (approval links are e-mailed: smtp, or dummy to send none; the console backend would "
+        "write live links to the journal, so it needs TESS_ALLOW_CONSOLE_EMAIL=1 as well)"
+    ]
+
+
 def production_problems(environ: Environ) -> list[str]:
     """What ``environ`` lacks for production, each item naming its variable; empty when nothing does."""
     problems = []
@@ -109,7 +123,13 @@ def production_problems(environ: Environ) -> list[str]:
         problems.append("REDIS_URL (a Redis or Valkey URL; or REDIS_URL_FILE)")
     if not _https_url(env_str("TESS_PUBLIC_URL", environ=environ) or ""):
         problems.append("TESS_PUBLIC_URL (the https:// origin approval links start with)")
-    return [*problems, *_model_problems(environ), *_gateway_problems(environ), *_discord_problems(environ)]
+    return [
+        *problems,
+        *_email_problems(environ),
+        *_model_problems(environ),
+        *_gateway_problems(environ),
+        *_discord_problems(environ),
+    ]
 
 
 def production_settings(environ: Environ) -> dict[str, Any]:

@@ -35,6 +35,7 @@ COMPLETE = {
     "TESS_MODEL_ADAPTER": "deterministic",
     "TESS_INSTANCE_ID": "tess-eu-1",
     "TESS_GATEWAY_SIGNING_KEY": "gateway-signing-key-0123456789abcdefghij",
+    "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
 }
 DISCORD = {
     "TESS_DISCORD_PUBLIC_KEY": "ab" * 32,
@@ -76,6 +77,7 @@ def test_with_nothing_set_it_names_every_missing_item_at_once():
         "TESS_MODEL_ADAPTER",
         "TESS_INSTANCE_ID",
         "TESS_GATEWAY_SIGNING_KEY",
+        "EMAIL_BACKEND",
     ):
         assert name in refusal, name
 
@@ -102,6 +104,13 @@ def test_it_names_each_missing_item_alone(name):
 )
 def test_it_refuses_a_value_that_would_be_unsafe_or_wrong(name, bad):
     assert name in _refusal({**COMPLETE, name: bad})
+
+
+def test_the_console_email_backend_is_refused_unless_asked_for_explicitly():
+    console = "django.core.mail.backends.console.EmailBackend"
+    assert "TESS_ALLOW_CONSOLE_EMAIL=1" in _refusal({**COMPLETE, "EMAIL_BACKEND": console})
+    assert _start({**COMPLETE, "EMAIL_BACKEND": console, "TESS_ALLOW_CONSOLE_EMAIL": "1"})
+    assert _start({**COMPLETE, "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend"})
 
 
 def test_it_refuses_debug():
