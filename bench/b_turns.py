@@ -1,4 +1,4 @@
-"""Copilot turn latency (issue 5): ``POST /api/v1/sessions/<id>/turns/`` with the deterministic adapter,
+"""Copilot turn latency: ``POST /api/v1/sessions/<id>/turns/`` with the deterministic adapter,
 operator memory served and 8 notes recalled, server side through the whole Django stack (token auth,
 idempotency record, turn.in/turn.out events, recall, audit), beside ``GET /healthz`` measured in the same
 run. Target: turn p95 at most 10x the health p95. A third row sets the turn beside the cheapest idempotent,

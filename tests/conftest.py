@@ -1,8 +1,8 @@
 """Shared fixtures: the standing cast of every test, and the guard that keeps CI on real services.
 
 The cast, in tenant ``acme``: ``owner`` (operator), ``teammate`` (another operator), ``approver``,
-``auditor``, ``admin_user``; and ``outsider``, an operator of another tenant ``globex``. Later issues
-reuse them: every endpoint gets a test that the teammate and the outsider are refused.
+``auditor``, ``admin_user``; and ``outsider``, an operator of another tenant ``globex``. Every
+endpoint has a test that the teammate and the outsider are refused.
 """
 
 from __future__ import annotations

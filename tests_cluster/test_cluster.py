@@ -1,4 +1,4 @@
-"""Two ASGI nodes, two Celery workers and beat on one PostgreSQL and one Redis (issue 10, scale-out).
+"""Two ASGI nodes, two Celery workers and beat on one PostgreSQL and one Redis: scale-out.
 
 Each test states one property of the deployment under a fault or across nodes; the helpers below talk to
 the nodes as real clients do (personal tokens over HTTP, websockets with a cursor).

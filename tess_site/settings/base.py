@@ -260,7 +260,7 @@ import json as _json  # noqa: E402
 
 TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RUNTIME_PROVIDERS", "{}") or "{}")
 
-# --- the operator-tool catalog (issue 10) -----------------------------------------------------------
+# --- the operator-tool catalog -----------------------------------------------------------
 # Each unset (the default) means that tool's capability is absent and its catalog entries fail closed.
 from .tools_env import env_bootstrap_commands, env_git_repos, env_mcp_servers  # noqa: E402
 
@@ -327,7 +327,7 @@ TESS_PLASTMEM_TIMEOUT = env_int("TESS_PLASTMEM_TIMEOUT", 5, minimum=1, maximum=6
 TESS_PLASTMEM_CONTEXT_MAX_ITEMS = env_int("TESS_PLASTMEM_CONTEXT_MAX_ITEMS", 10, minimum=1, maximum=100)
 TESS_PLASTMEM_CONTEXT_MAX_CHARS = env_int("TESS_PLASTMEM_CONTEXT_MAX_CHARS", 2000, minimum=200, maximum=16000)
 
-# --- approvals (issue 5) ---------------------------------------------------------------------------
+# --- approvals ---------------------------------------------------------------------------
 TESS_APPROVAL_TTL_MINUTES = env_int("TESS_APPROVAL_TTL_MINUTES", 15, minimum=1, maximum=7 * 24 * 60)
 # Attempts on /approvals/<token>/ per person and per client address, e.g. "30/min".
 TESS_APPROVAL_RATE = env_str("TESS_APPROVAL_RATE", "30/min") or "30/min"
@@ -344,7 +344,7 @@ CELERY_BEAT_SCHEDULE["approvals-expire-lapsed"] = {
     "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
 }
 
-# --- gateway identity (issue 10) -----------------------------------------------------------------------
+# --- gateway identity -----------------------------------------------------------------------
 # Who this Tess is to its peers: TESS_INSTANCE_ID names it, TESS_GATEWAY_SIGNING_KEY signs its outgoing
 # webhooks (the Mos webhook uses it unless TESS_MOS_WEBHOOK_SECRET is set). Production requires both.
 TESS_INSTANCE_ID = instance_id(os.environ)
@@ -368,7 +368,7 @@ if TESS_MOS_ADAPTER == "redis":
     }
 CELERY_BEAT_SCHEDULE["handoffs-requeue-due"] = {"task": "approvals_app.handoffs.requeue_due_handoffs", "schedule": 15.0}
 
-# --- Discord (sessions_app.discord, issue 7) ----------------------------------------------------------
+# --- Discord (sessions_app.discord) ----------------------------------------------------------
 INSTALLED_APPS += ["sessions_app.discord"]
 # The API base Tess calls for follow-ups, channel notices and direct messages (a local stand-in in tests).
 TESS_DISCORD_API_BASE = env_str("TESS_DISCORD_API_BASE", "https://discord.com/api/v10") or "https://discord.com/api/v10"

@@ -1,4 +1,4 @@
-"""A database failure mid-request is a typed 503 with ``Retry-After``, never a 500 (issue 10, fault suite).
+"""A database failure mid-request is a typed 503 with ``Retry-After``, never a 500.
 
 The process-level proof (connections terminated under load on two nodes) is ``make test-cluster``; these
 pin the mapping for a DRF view and for a plain Django view under ``/api/``.

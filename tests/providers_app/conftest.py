@@ -3,8 +3,8 @@
 ``HARNESSES`` maps a kind to a harness class; every contract test runs once per entry. A harness builds
 a named provider instance against a real peer (tmux: a tmux server on a private socket under the test's
 temporary directory, killed at teardown) and gives the tests what only the peer can: make the runtime
-write exact bytes (``emit``) and see what input reached it (``received``). Issue 9 adds pi, Hermes and
-Matrix by adding their harness here.
+write exact bytes (``emit``) and see what input reached it (``received``). tmux, pi, Hermes and Matrix each
+have their harness here.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class TmuxHarness:
 
 HARNESSES: dict[str, Callable[..., Harness]] = {"tmux": TmuxHarness}
 
-from .hermes_harness import HermesHarness  # noqa: E402  (issue 9: each kind adds its harness here)
+from .hermes_harness import HermesHarness  # noqa: E402  (each kind's harness, after the shared helpers it uses)
 from .pi_harness import PiHarness, PiRpcHarness  # noqa: E402
 
 HARNESSES |= {"pi": PiHarness, "pi-rpc": PiRpcHarness, "hermes": HermesHarness}
