@@ -47,6 +47,7 @@ from django.db.models import QuerySet  # noqa: E402
 
 from tess_site.accounts.models import Membership  # noqa: E402
 from tess_site.accounts.selectors import roles_for  # noqa: E402
+from tess_site.admin import ReadOnlyAdminMixin  # noqa: E402
 from tess_site.errors import TessError  # noqa: E402
 from tess_site.scope import Channel, Scope  # noqa: E402
 
@@ -64,7 +65,7 @@ def _admin_scope(request: HttpRequest, entry: CodingMemoryEntry) -> Scope:
     )
 
 
-class _TenantMemberAdmin(admin.ModelAdmin):
+class _TenantMemberAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         tenants = Membership.objects.filter(user_id=request.user.pk or 0).values("tenant_id")
         return super().get_queryset(request).filter(tenant_id__in=tenants)
@@ -74,15 +75,6 @@ class _TenantMemberAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(CodingMemoryEntry)

@@ -14,30 +14,10 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tess_site.accounts.models import Tenant
-from tess_site.admin import ReadOnlyTenantScopedAdmin, readable_tenant_ids
+from tess_site.admin import ReadOnlyTenantScopedAdmin, TenantFilter, readable_tenant_ids
 from tess_site.audit.models import AuditEvent
 
 from .models import Session, SessionEvent, SessionMigration
-
-
-class _TenantFilter(admin.SimpleListFilter):
-    """Only the tenants the viewer may audit (Django's related filter would name every tenant)."""
-
-    title = "tenant"
-    parameter_name = "tenant_slug"
-    tenant_path = "tenant"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        ids = readable_tenant_ids(request)
-        tenants = Tenant.objects.order_by("slug")
-        if ids is not None:
-            tenants = tenants.filter(pk__in=ids)
-        return [(tenant.slug, tenant.name) for tenant in tenants]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        return queryset.filter(**{f"{self.tenant_path}__slug": value}) if value else queryset
 
 
 class _ActorFilter(admin.SimpleListFilter):
@@ -60,7 +40,7 @@ class _ActorFilter(admin.SimpleListFilter):
         return queryset.filter(**{f"{self.session_path}owner__username": value}) if value else queryset
 
 
-class _EventTenantFilter(_TenantFilter):
+class _EventTenantFilter(TenantFilter):
     tenant_path = "session__tenant"
 
 
@@ -94,7 +74,7 @@ class _ReadOnlyTenantAdmin(ReadOnlyTenantScopedAdmin):
 class SessionAdmin(_ReadOnlyTenantAdmin):
     list_display = ["title", "tenant", "owner", "status", "provider_instance", "runtime_id", "last_seq", "created_at"]
     list_filter = [
-        _TenantFilter,
+        TenantFilter,
         _ActorFilter,
         "status",
         "provider_instance",
@@ -152,7 +132,7 @@ class SessionMigrationAdmin(_ReadOnlyTenantAdmin):
     """Cutovers between runtimes and their rollbacks: who moved which bindings from where to where."""
 
     list_display = ["created_at", "source", "target", "status", "created_by", "rolled_back_at"]
-    list_filter = [_TenantFilter, "status", ("created_at", admin.DateFieldListFilter)]
+    list_filter = [TenantFilter, "status", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["source", "target", "created_by"]
     readonly_fields = [f.name for f in SessionMigration._meta.fields]
     date_hierarchy = "created_at"

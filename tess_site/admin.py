@@ -41,6 +41,7 @@ class TenantFilter(admin.SimpleListFilter):
 
     title = "tenant"
     parameter_name = "tenant_slug"
+    tenant_path = "tenant"  # subclasses name the path from their rows to the tenant
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         ids = readable_tenant_ids(request)
@@ -51,10 +52,23 @@ class TenantFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        return queryset.filter(tenant__slug=value) if value else queryset
+        return queryset.filter(**{f"{self.tenant_path}__slug": value}) if value else queryset
 
 
-class ReadOnlyTenantScopedAdmin(admin.ModelAdmin):
+class ReadOnlyAdminMixin:
+    """Rows that change only through their services: the admin never adds, edits or deletes them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyTenantScopedAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only for everyone, superusers included, and limited to the tenants the person audits.
 
     Subclasses whose rows reach their tenant another way override ``tenant_of``.
@@ -73,15 +87,6 @@ class ReadOnlyTenantScopedAdmin(admin.ModelAdmin):
         if ids is None:
             return True
         return self.tenant_of(obj) in ids if obj is not None else bool(ids)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(AuditEvent)

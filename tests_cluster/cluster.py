@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 from celery import Celery
+from websockets.sync.client import ClientConnection, connect
 
 from tests.sessions_app.conftest import ECHO_COMMAND, TmuxInstance, kill, make_instance
 from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
@@ -245,6 +246,13 @@ def api(node: Node, token: str, timeout: float = 30) -> httpx.Client:
     """An API client of one node, authenticated with a personal token."""
     return httpx.Client(
         base_url=node.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout, trust_env=False
+    )
+
+
+def bearer_socket(url: str, token: str) -> ClientConnection:
+    """A websocket as the CLI opens it: the personal token in the Authorization header."""
+    return connect(
+        url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10, close_timeout=2, proxy=None
     )
 
 

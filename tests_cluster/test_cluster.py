@@ -19,7 +19,7 @@ import httpx
 import pytest
 from django.db import connection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
 
 from approvals_app.models import Approval, ApprovalExecution
 from sessions_app.models import InboxItem, Session, SessionEvent
@@ -27,7 +27,7 @@ from tess_site.audit.models import AuditEvent
 from tess_site.leases import LeaseState
 from tests.waiting import wait_for
 
-from .cluster import Cluster, Node, api, idem, json_of
+from .cluster import Cluster, Node, api, bearer_socket, idem, json_of
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -52,13 +52,7 @@ def _turn(node: Node, token: str, session_id: str, text: str) -> dict[str, Any]:
 
 
 def _open(node: Node, path: str, token: str) -> ClientConnection:
-    return connect(
-        f"{node.ws}{path}",
-        additional_headers={"Authorization": f"Bearer {token}"},
-        open_timeout=10,
-        close_timeout=2,
-        proxy=None,
-    )
+    return bearer_socket(f"{node.ws}{path}", token)
 
 
 def _frames(ws: ClientConnection, n: int, timeout: float = 30) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection
 
 from sessions_app import services
 from sessions_app.stream import EventKind, system_body
@@ -26,6 +26,7 @@ from tests.tess_site.children import Child, free_port
 from tests.tess_site.conftest import start_child  # noqa: F401  (the module's child processes)
 from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
 from tests.waiting import wait_for
+from tests_cluster.cluster import bearer_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -75,13 +76,7 @@ def _post(port: int, path: str, token: str, body: dict) -> tuple[int, dict]:
 
 
 def _open(port: int, path: str, token: str) -> ClientConnection:
-    return connect(
-        f"ws://127.0.0.1:{port}{path}",
-        additional_headers={"Authorization": f"Bearer {token}"},
-        open_timeout=10,
-        close_timeout=2,
-        proxy=None,
-    )
+    return bearer_socket(f"ws://127.0.0.1:{port}{path}", token)
 
 
 def _idle(sockets: dict[str, ClientConnection], seconds: float) -> None:

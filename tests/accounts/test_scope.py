@@ -54,24 +54,20 @@ def test_a_browser_session_cannot_select_a_tenant_it_does_not_belong_to(cast, br
     assert client.get("/api/v1/me/").json()["tenant_slug"] == "acme"
 
 
-def test_session_writes_need_the_csrf_token(cast, browser_as):
+@pytest.mark.parametrize(
+    ("credential", "refusal"),
+    [("browser", "CSRF"), ("token", "make a token for the other tenant")],
+    ids=["session-write-without-csrf", "token-cannot-switch-tenants"],
+)
+def test_switching_tenants_is_refused_without_the_csrf_token_and_for_a_token(
+    cast, browser_as, api_as, credential, refusal
+):
     services.membership_grant(tenant=cast.globex, user=cast.owner, role=Role.OPERATOR)
-    client = browser_as(cast.owner)
+    client = browser_as(cast.owner) if credential == "browser" else api_as(cast.owner)
     before = database_state()
     response = client.post("/api/v1/me/tenant/", {"slug": "globex"}, format="json")
     body = assert_envelope(response, 403, "permission_denied")
-    assert "CSRF" in body["error"]["message"]
-    assert database_state() == before
-    assert client.get("/api/v1/me/").json()["tenant_slug"] == "acme"
-
-
-def test_a_token_cannot_switch_tenants(cast, api_as):
-    services.membership_grant(tenant=cast.globex, user=cast.owner, role=Role.OPERATOR)
-    client = api_as(cast.owner)
-    before = database_state()
-    response = client.post("/api/v1/me/tenant/", {"slug": "globex"}, format="json")
-    body = assert_envelope(response, 403, "permission_denied")
-    assert "make a token for the other tenant" in body["error"]["message"]
+    assert refusal in body["error"]["message"]
     assert database_state() == before
     assert client.get("/api/v1/me/").json()["tenant_slug"] == "acme"
 
