@@ -51,6 +51,9 @@ class MemoryApiMixin(RetryAfterMixin):
 class MemoryView(MemoryApiMixin, ScopedAPIView):
     """Inspect (GET) or directly forget (DELETE) your own operator memory."""
 
+    # Memory switched off for the caller.
+    error_statuses = {"get": (409,), "delete": (409,)}
+
     @extend_schema(responses=MemorySnapshotSerializer)
     def get(self, request: Request) -> Response:
         return Response(snapshot_data(memory_snapshot(scope=self.scope)))
@@ -70,6 +73,9 @@ class MemoryView(MemoryApiMixin, ScopedAPIView):
 
 class MemoryCardProposeView(MemoryApiMixin, ScopedAPIView):
     """Propose a memory write; it is applied only when you confirm the returned card."""
+
+    # Memory switched off; the slot or category cannot take the note.
+    error_statuses = {"post": (409,)}
 
     @extend_schema(request=MemoryProposalSerializer, responses={201: CardSerializer})
     def post(self, request: Request) -> Response:

@@ -35,6 +35,9 @@ class TokenExchangeView(APIView):
     address and per username (the same rate): guessing one account from many addresses stops too.
     """
 
+    # A wrong username or password (the route itself takes no credential).
+    error_statuses = {"post": (401,)}
+
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     throttle_classes = [ScopedRateThrottle]
