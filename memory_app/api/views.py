@@ -58,7 +58,8 @@ class MemoryView(MemoryApiMixin, ScopedAPIView):
     def get(self, request: Request) -> Response:
         return Response(snapshot_data(memory_snapshot(scope=self.scope)))
 
-    @extend_schema(parameters=[MemoryForgetQuerySerializer], responses=ForgetResultSerializer)
+    # It answers 200 with a body (how many notes went), not the 204 a DELETE is assumed to give.
+    @extend_schema(parameters=[MemoryForgetQuerySerializer], responses={200: ForgetResultSerializer})
     def delete(self, request: Request) -> Response:
         query = MemoryForgetQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
