@@ -55,9 +55,9 @@ ERROR_DESCRIPTIONS = {
     503: "A dependency is briefly unavailable (`database_unavailable`, `service_unavailable`); nothing was "
     "changed. Retry after `Retry-After` seconds.",
 }
-# What an operation that reaches a runtime provider can add (providers_app.contract): the runtime is not in a
-# state that allows it, the provider does not support it, or the provider failed.
-PROVIDER_ERRORS = (409, 501, 502)
+# What an operation that reaches a runtime provider can add (providers_app.contract): no such provider instance
+# or runtime, the runtime is not in a state that allows it, the provider does not support it, or it failed.
+PROVIDER_ERRORS = (404, 409, 501, 502)
 # Answers that tell the client when to retry.
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

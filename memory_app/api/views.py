@@ -51,8 +51,8 @@ class MemoryApiMixin(RetryAfterMixin):
 class MemoryView(MemoryApiMixin, ScopedAPIView):
     """Inspect (GET) or directly forget (DELETE) your own operator memory."""
 
-    # Memory switched off for the caller.
-    error_statuses = {"get": (409,), "delete": (409,)}
+    # Memory switched off for the caller; no note in the slot named for forgetting.
+    error_statuses = {"get": (409,), "delete": (404, 409)}
 
     @extend_schema(responses=MemorySnapshotSerializer)
     def get(self, request: Request) -> Response:

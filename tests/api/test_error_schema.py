@@ -73,6 +73,9 @@ def test_error_answers_carry_the_envelope_and_retry_after_where_it_applies():
         ("/api/v1/cards/{card_id}/confirm/", "post", {"409"}),
         ("/api/v1/coding-memory/{entry_id}/apply/", "post", {"409"}),
         ("/api/v1/sessions/discovered/", "get", {"501"}),
+        ("/api/v1/sessions/", "post", {"404", "409", "501", "502"}),  # an unknown provider instance: 404
+        ("/api/v1/me/tenant/", "post", {"404"}),
+        ("/api/v1/memory/", "delete", {"404"}),
     ],
 )
 def test_a_view_adds_the_refusals_only_it_can_give(path, method, codes):

@@ -113,6 +113,8 @@ class MeView(ScopedAPIView):
 class SelectTenantView(ScopedAPIView):
     """Select the browser session's tenant. Tokens are bound to one tenant and cannot switch."""
 
+    error_statuses = {"post": (404,)}  # a tenant the caller is not a member of
+
     @extend_schema(request=SelectTenantSerializer, responses=MeSerializer)
     def post(self, request: Request) -> Response:
         if self.scope.channel is not Channel.WEB:
