@@ -12,7 +12,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import list_schema
 
 from ..approval_selectors import approval_get, approvals_visible
@@ -32,7 +32,7 @@ class ApprovalListView(ScopedAPIView):
 
     @extend_schema(parameters=[ApprovalListQuerySerializer], responses=list_schema(ApprovalSerializer, cursor=True))
     def get(self, request: Request) -> Response:
-        query = ApprovalListQuerySerializer(data=request.query_params)
+        query = ApprovalListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
         approvals = approvals_visible(scope=self.scope)
         wanted = query.validated_data.get("status")

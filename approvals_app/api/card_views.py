@@ -11,7 +11,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import list_schema
 
 from ..card_selectors import card_get, cards_visible
@@ -43,7 +43,7 @@ class CardListView(RetryAfterMixin, ScopedAPIView):
 
     @extend_schema(parameters=[CardListQuerySerializer], responses=list_schema(CardSerializer, cursor=True))
     def get(self, request: Request) -> Response:
-        query = CardListQuerySerializer(data=request.query_params)
+        query = CardListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
         paginator = CardCursor()
         cards = cards_visible(scope=self.scope, **query.validated_data)
@@ -58,6 +58,9 @@ def _decision(card: Any, result: dict[str, Any]) -> dict[str, Any]:
 class CardConfirmView(RetryAfterMixin, ScopedAPIView):
     """Confirm one of your pending cards; the response is the server's result of applying it."""
 
+    # Already decided; applying the card conflicts with memory as it is now.
+    error_statuses = {"post": (409,)}
+
     @extend_schema(request=None, responses=CardDecisionSerializer)
     def post(self, request: Request, card_id: UUID) -> Response:
         card, result = card_confirm(scope=self.scope, card_id=card_id)
@@ -66,6 +69,9 @@ class CardConfirmView(RetryAfterMixin, ScopedAPIView):
 
 class CardDismissView(RetryAfterMixin, ScopedAPIView):
     """Dismiss one of your pending cards: nothing is applied."""
+
+    # Already decided.
+    error_statuses = {"post": (409,)}
 
     @extend_schema(request=None, responses=CardDecisionSerializer)
     def post(self, request: Request, card_id: UUID) -> Response:

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import list_schema
 from tess_site.errors import InvalidInput
 
@@ -54,7 +54,7 @@ class HandoffListView(ScopedAPIView):
 
     @extend_schema(parameters=[HandoffListQuerySerializer], responses=list_schema(HandoffSerializer))
     def get(self, request: Request) -> Response:
-        query = HandoffListQuerySerializer(data=request.query_params)
+        query = HandoffListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
         rows = handoffs_restrict(self.scope, "view").select_related("requester")
         if "status" in query.validated_data:
@@ -66,6 +66,9 @@ class HandoffListView(ScopedAPIView):
 
 class HandoffResultView(APIView):
     """Mos reports a hand-off's progress. Authenticated by the signature alone: no user, no session."""
+
+    # A bad signature; a transition the hand-off cannot make.
+    error_statuses = {"post": (403, 409)}
 
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]

@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import list_schema
 
 from ..coding.selectors import coding_memory_entries, coding_memory_entry
@@ -41,7 +41,7 @@ class CodingMemoryListView(ScopedAPIView):
 
     @extend_schema(parameters=[CodingMemoryListQuerySerializer], responses=list_schema(CodingMemoryEntrySerializer))
     def get(self, request: Request) -> Response:
-        query = CodingMemoryListQuerySerializer(data=request.query_params)
+        query = CodingMemoryListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
         entries = coding_memory_entries(
             self.scope,
@@ -74,6 +74,8 @@ class CodingMemoryReviewRequestView(ScopedAPIView):
 
 
 class _DecisionView(ScopedAPIView):
+    # A transition the entry cannot make.
+    error_statuses = {"post": (409,)}
     decide = staticmethod(coding_memory_apply)
 
     @extend_schema(request=RationaleSerializer, responses=CodingMemoryEntrySerializer)

@@ -37,6 +37,9 @@ class OperationalMemoryStatsView(ScopedAPIView):
 
 
 class OperationalMemoryRecordView(ScopedAPIView):
+    # An adapter without a delete route.
+    error_statuses = {"delete": (501,)}
+
     @extend_schema(responses={204: None})
     def delete(self, request: Request, record_id: str) -> Response:
         operator_memory_plugin().delete(self.scope, record_id=record_id)

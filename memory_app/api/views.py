@@ -51,11 +51,15 @@ class MemoryApiMixin(RetryAfterMixin):
 class MemoryView(MemoryApiMixin, ScopedAPIView):
     """Inspect (GET) or directly forget (DELETE) your own operator memory."""
 
+    # Memory switched off for the caller; no note in the slot named for forgetting.
+    error_statuses = {"get": (409,), "delete": (404, 409)}
+
     @extend_schema(responses=MemorySnapshotSerializer)
     def get(self, request: Request) -> Response:
         return Response(snapshot_data(memory_snapshot(scope=self.scope)))
 
-    @extend_schema(parameters=[MemoryForgetQuerySerializer], responses=ForgetResultSerializer)
+    # It answers 200 with a body (how many notes went), not the 204 a DELETE is assumed to give.
+    @extend_schema(parameters=[MemoryForgetQuerySerializer], responses={200: ForgetResultSerializer})
     def delete(self, request: Request) -> Response:
         query = MemoryForgetQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -70,6 +74,9 @@ class MemoryView(MemoryApiMixin, ScopedAPIView):
 
 class MemoryCardProposeView(MemoryApiMixin, ScopedAPIView):
     """Propose a memory write; it is applied only when you confirm the returned card."""
+
+    # Memory switched off; the slot or category cannot take the note.
+    error_statuses = {"post": (409,)}
 
     @extend_schema(request=MemoryProposalSerializer, responses={201: CardSerializer})
     def post(self, request: Request) -> Response:

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.api_schema import PROVIDER_ERRORS
 
 from ..gateway import MAX_TURN_CHARS, turn_handle
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
@@ -36,6 +37,8 @@ in the session stream for every bound channel.
 
 
 class SessionTurnsView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=TurnSerializer,
         responses={

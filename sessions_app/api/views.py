@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
 from tess_site.accounts.api_base import ScopedAPIView
-from tess_site.api_schema import list_schema
+from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
 from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
@@ -38,6 +38,8 @@ LIST_LIMIT = 200
 
 
 class SessionListView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
     def get(self, request: Request) -> Response:
         sessions = selectors.sessions_visible(scope=self.scope).select_related("owner").order_by("-created_at")
@@ -72,6 +74,8 @@ class SessionListView(ScopedAPIView):
 
 
 class DiscoveredView(ScopedAPIView):
+    error_statuses = {"get": PROVIDER_ERRORS}
+
     @extend_schema(
         responses=list_schema(RuntimeSessionSerializer),
         description="Tenant admins: runtime sessions on the provider instances that no Tess session binds.",
@@ -92,6 +96,8 @@ class SessionDetailView(ScopedAPIView):
 
 
 class SessionTreeView(ScopedAPIView):
+    error_statuses = {"get": PROVIDER_ERRORS}
+
     @extend_schema(
         responses=inline_serializer(
             name="SessionTree",
@@ -140,6 +146,8 @@ class SessionEventsView(ScopedAPIView):
 
 
 class SessionMessagesView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=MessageSerializer,
         responses={
@@ -160,6 +168,8 @@ class SessionMessagesView(ScopedAPIView):
 
 
 class SessionAttachView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=AttachSerializer,
         responses=AttachmentSerializer,
@@ -178,6 +188,8 @@ class SessionAttachView(ScopedAPIView):
 
 
 class SessionDetachView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=None,
         responses=inline_serializer(
@@ -192,6 +204,8 @@ class SessionDetachView(ScopedAPIView):
 
 
 class SessionTerminateView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=TerminateRequestSerializer,
         responses={202: ApprovalSerializer},
@@ -211,6 +225,8 @@ class SessionTerminateView(ScopedAPIView):
 
 
 class SessionCutoverView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=CutoverSerializer,
         responses={201: SessionMigrationSerializer},
@@ -230,6 +246,8 @@ class SessionCutoverView(ScopedAPIView):
 
 
 class SessionRollbackView(ScopedAPIView):
+    error_statuses = {"post": PROVIDER_ERRORS}
+
     @extend_schema(
         request=RollbackSerializer,
         responses=SessionMigrationSerializer,

@@ -6,6 +6,7 @@ when it is first imported, so that module must not import it.
 
 from __future__ import annotations
 
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from tess_site.scope import Scope
@@ -21,3 +22,13 @@ class ScopedAPIView(APIView):
         scope = request_scope(self.request)
         assert scope is not None, "permission classes must require a tenant member before the view runs"
         return scope
+
+
+def query_filters(request: Request) -> dict[str, str]:
+    """The query string as a plain mapping, for a list view's filter serializer.
+
+    DRF treats a blank value in a QueryDict as an omitted optional field, so ``?status=`` would list
+    everything; as a plain mapping the blank reaches the field, which refuses it (400 ``validation_error``)
+    as the schema's ``minLength`` says. A repeated name keeps its last value, as ``QueryDict`` does.
+    """
+    return request.query_params.dict()

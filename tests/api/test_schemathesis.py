@@ -1,5 +1,7 @@
-"""Schemathesis against the live application (daphne on the test database) with a personal token: no 5xx
-anywhere and every documented response conforming to the OpenAPI schema."""
+"""Schemathesis against the live application as production runs it: the web and worker units under
+``tess_site.settings.prod`` with real Redis (``tests.tess_site.production``), on the test database, with a
+personal token. One pass over the API checks everything at once: no 5xx anywhere, every answered status is
+documented, and every documented response (body and content type) conforms to the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -9,37 +11,32 @@ import subprocess
 import pytest
 
 from tests.factories import SessionFactory
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.tess_site.children import VENV_BIN
 from tests.tess_site.conftest import start_child as start_child
-from tests.waiting import wait_for
+from tests.tess_site.production import HEADERS, start_production_web, start_production_worker
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 EXAMPLES = os.environ.get("TESS_SCHEMATHESIS_EXAMPLES", "10")
+CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance"
 
 
 def test_the_api_has_no_server_errors_and_conforms_to_its_schema(cast, token_for, start_child, tmp_path):
     SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="st")
-    port = free_port()
-    child: Child = start_child(
-        "daphne",
-        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
-        child_env(TESS_TOKEN_RATE="10000/min", TESS_DISCORD_LINK_RATE="10000/min", TESS_APPROVAL_RATE="10000/min"),
-    )
-    assert wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30) and child.alive(), child.output()
+    web = start_production_web(start_child, tmp_path / "web")
+    # Health answers 503 while no worker answers its ping, as it should: production runs one.
+    start_production_worker(start_child, tmp_path / "worker")
     token = token_for(cast.owner)
-
-    # One pass over every route, each response checked for a server error and for conformance to its schema.
-    checks = "not_a_server_error,response_schema_conformance,content_type_conformance"
-    result = subprocess.run(
+    headers = [arg for name, value in {**HEADERS, "Authorization": f"Bearer {token}"}.items()
+               for arg in ("--header", f"{name}: {value}")]  # fmt: skip
+    run = subprocess.run(
         [
             str(VENV_BIN / "schemathesis"),
             "run",
-            f"http://127.0.0.1:{port}/api/schema/?format=json",
-            "--header",
-            f"Authorization: Bearer {token}",
+            f"http://127.0.0.1:{web.port}/api/schema/?format=json",
+            *headers,
             "--checks",
-            checks,
+            CHECKS,
             "--max-examples",
             EXAMPLES,
             "--seed",
@@ -54,4 +51,4 @@ def test_the_api_has_no_server_errors_and_conforms_to_its_schema(cast, token_for
         cwd=tmp_path,  # schemathesis keeps its state in ./.schemathesis
         timeout=1800,
     )
-    assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-4000:]
+    assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-4000:] + web.child.output()[-3000:]

@@ -4,6 +4,7 @@ query that counts the rows of every table (to prove a refused request wrote noth
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import time
@@ -11,12 +12,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.apps import apps
+from django.conf import global_settings
 from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -200,6 +203,10 @@ class World:
     params: dict[str, str]
     uuids: list[str]
     discord_key: Ed25519PrivateKey
+    mos_secret: str = MOS_SECRET
+    upload_limit: int = UPLOAD_LIMIT
+    # Set: requests go over HTTP to this port (a production web unit) instead of Django's test client.
+    port: int | None = None
 
     def template(self, route: Route) -> Any:
         if route.name == "discord-interactions":
@@ -227,7 +234,7 @@ class World:
 
     def headers(self, route: Route, body: bytes) -> dict[str, str]:
         if route.name == "handoff-result":
-            return {SIGNATURE_HEADER: sign(MOS_SECRET, body)}
+            return {SIGNATURE_HEADER: sign(self.mos_secret, body)}
         if route.name == "discord-interactions":
             ts = str(int(time.time()))
             return {
@@ -237,6 +244,8 @@ class World:
         return {"Authorization": f"Bearer {self.token}", "Idempotency-Key": fresh_key()}
 
     def send(self, request: Request) -> Any:
+        if self.port is not None:
+            return self._send_http(request)
         # raise_request_exception=False: a server error becomes the 500 a client would see, not a test crash.
         client = Client(raise_request_exception=False)
         path = request.path + (f"?{request.query}" if request.query else "")
@@ -245,14 +254,69 @@ class World:
             request.route.method.upper(), path, request.body, content_type=request.content_type, headers=headers
         )
 
+    def _send_http(self, request: Request) -> HttpAnswer:
+        path = request.path + (f"?{request.query}" if request.query else "")
+        headers = {
+            **PRODUCTION_HEADERS,
+            "Content-Type": request.content_type,
+            **self.headers(request.route, request.body),
+            **request.headers,
+        }
+        conn = http.client.HTTPConnection("127.0.0.1", self.port or 0, timeout=30)
+        try:
+            conn.request(request.route.method.upper(), path, body=request.body, headers=headers)
+            response = conn.getresponse()
+            return HttpAnswer(response.status, response.read())
+        finally:
+            conn.close()
+
+
+@dataclass
+class HttpAnswer:
+    """What the checks read of an answer, as the test client's response offers it."""
+
+    status_code: int
+    content: bytes
+
+
+# Production redirects plain HTTP: the request says it came over HTTPS through the (loopback) proxy.
+PRODUCTION_HEADERS = {"Host": "tess.example.com", "X-Forwarded-Proto": "https"}
+PRODUCTION_UPLOAD_LIMIT = global_settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # production keeps Django's default
+
+
+def discord_public_key(key: Ed25519PrivateKey) -> str:
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
 
 @pytest.fixture(name="world")
 def world_fixture(cast: Cast, token_for: Any, settings: Any) -> World:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_LIMIT
     settings.TESS_MOS_WEBHOOK_SECRET = MOS_SECRET
     key = Ed25519PrivateKey.generate()
-    settings.TESS_DISCORD_PUBLIC_KEY = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+    settings.TESS_DISCORD_PUBLIC_KEY = discord_public_key(key)
     settings.TESS_DISCORD_APPLICATION_ID = "app-1"
+    return make_world(cast, token_for, key)
+
+
+@dataclass(frozen=True)
+class ProductionUnit:
+    """A production web unit (``tests.tess_site.production``) that knows the bad-input suite's Discord key."""
+
+    port: int
+    credentials: Path
+    discord_key: Ed25519PrivateKey
+
+
+def production_world(cast: Cast, token_for: Any, unit: ProductionUnit) -> World:
+    """The same caller and objects, sent over HTTP to ``unit`` (rows it must see: ``transaction=True``)."""
+    world = make_world(cast, token_for, unit.discord_key)
+    world.port = unit.port
+    world.mos_secret = (unit.credentials / "mos_webhook_secret").read_text().strip()
+    world.upload_limit = PRODUCTION_UPLOAD_LIMIT
+    return world
+
+
+def make_world(cast: Cast, token_for: Any, key: Ed25519PrivateKey) -> World:
     for role in (Role.APPROVER, Role.AUDITOR, Role.ADMIN):
         accounts.membership_grant(tenant=cast.acme, user=cast.owner, role=role)
     scope = scope_of(cast.owner, cast.acme)

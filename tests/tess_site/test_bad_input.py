@@ -10,27 +10,34 @@ refused request must leave every table as it was (row counts of all of them, the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.cache import cache
 
 from tess_site.middleware import IDENTITY_FIELDS
 
 from .bad_input import (
     UPLOAD_LIMIT,
+    ProductionUnit,
     Request,
     Route,
     World,
     as_json,
     changed,
+    discord_public_key,
     documented,
     mutating_routes,
+    production_world,
     replace_strings,
     table_counts,
     world_fixture,  # noqa: F401  (the ``world`` fixture)
 )
+from .children import Child
+from .conftest import start_child as start_child
+from .production import start_production_web
 
 pytestmark = pytest.mark.django_db
 
@@ -76,7 +83,7 @@ def raw_case(body: bytes, content_type: str = "application/json") -> Make:
 
 def oversized(world: World, route: Route) -> Request:
     template = world.template(route)
-    padded = {**template, "padding": "x" * (UPLOAD_LIMIT + 1)} if isinstance(template, dict) else template
+    padded = {**template, "padding": "x" * (world.upload_limit + 1)} if isinstance(template, dict) else template
     return Request(route, world.path(route), as_json(padded))
 
 
@@ -179,22 +186,46 @@ def check(world: World, request: Request, status: int | None, code: str | None) 
     return None
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_input_never_errors_and_never_writes_partially(world, case):
+def failures(world: World, case: str) -> list[str]:
     make, status, code = CASES[case]
     skip = SKIPS.get(case, lambda r: False)
-    failures = [
+    return [
         problem
         for route in ROUTES
         if not skip(route)
         for problem in [check(world, make(world, route), status, code)]
         if problem
     ]
-    assert failures == []
 
 
-def test_the_plausible_bodies_reach_the_views(world):
-    """The baseline: the ordinary template bodies are not refused by the guard (else the cases prove little)."""
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_never_errors_and_never_writes_partially(world, case):
+    assert failures(world, case) == []
+
+
+@pytest.fixture(scope="module")
+def production_unit(
+    django_db_setup: None, start_child: Callable[..., Child], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ProductionUnit]:
+    """One production web unit for the module; each test's rows reach it through the shared database."""
+    key = Ed25519PrivateKey.generate()
+    web = start_production_web(
+        start_child, tmp_path_factory.mktemp("production"), TESS_DISCORD_PUBLIC_KEY=discord_public_key(key)
+    )
+    yield ProductionUnit(web.port, web.credentials, key)
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_refused_the_same_way_under_production_settings(cast, token_for, production_unit, case):
+    """The same cases over HTTP against the production web unit (daphne, production settings and middleware
+    order, real Redis): what the test settings prove must hold where it runs."""
+    assert failures(production_world(cast, token_for, production_unit), case) == []
+
+
+def plausible_bodies_reach_the_views(world: World) -> None:
     for route in ROUTES:
         cache.clear()
         response = world.send(Request(route, world.path(route), as_json(world.template(route))))
@@ -205,6 +236,18 @@ def test_the_plausible_bodies_reach_the_views(world):
                 "parse_error",
                 "identity_field_forbidden",
             ), str(route)
+
+
+def test_the_plausible_bodies_reach_the_views(world):
+    """The baseline: the ordinary template bodies are not refused by the guard (else the cases prove little)."""
+    plausible_bodies_reach_the_views(world)
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_the_plausible_bodies_reach_the_views_under_production_settings(cast, token_for, production_unit):
+    plausible_bodies_reach_the_views(production_world(cast, token_for, production_unit))
 
 
 def test_an_oversized_body_is_413_even_without_a_json_content_type(world):

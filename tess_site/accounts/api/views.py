@@ -35,6 +35,9 @@ class TokenExchangeView(APIView):
     address and per username (the same rate): guessing one account from many addresses stops too.
     """
 
+    # A wrong username or password (the route itself takes no credential).
+    error_statuses = {"post": (401,)}
+
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     throttle_classes = [ScopedRateThrottle]
@@ -109,6 +112,8 @@ class MeView(ScopedAPIView):
 
 class SelectTenantView(ScopedAPIView):
     """Select the browser session's tenant. Tokens are bound to one tenant and cannot switch."""
+
+    error_statuses = {"post": (404,)}  # a tenant the caller is not a member of
 
     @extend_schema(request=SelectTenantSerializer, responses=MeSerializer)
     def post(self, request: Request) -> Response:
