@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.tess_site.children import Child, free_port
-from tests.waiting import wait_for
 from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
+from tests.waiting import wait_for
 
 HOST = "tess.example.com"  # ALLOWED_HOSTS in deploy/tess.env.example
 HEADERS = {"Host": HOST, "X-Forwarded-Proto": "https"}
