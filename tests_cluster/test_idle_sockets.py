@@ -22,40 +22,22 @@ from websockets.sync.client import ClientConnection
 from sessions_app import services
 from sessions_app.stream import EventKind, system_body
 from tests.factories import SessionFactory
-from tests.tess_site.children import Child, free_port
+from tests.tess_site.children import Child
 from tests.tess_site.conftest import start_child  # noqa: F401  (the module's child processes)
-from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
-from tests.waiting import wait_for
+from tests.tess_site.production import HOST, start_production_web
 from tests_cluster.cluster import bearer_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 IDLE_SECONDS = float(os.environ.get("TESS_IDLE_SECONDS", "60"))
-HOST = "tess.example.com"
 
 
 @pytest.fixture
 def web(tmp_path, start_child: Callable[..., Child]) -> Iterator[int]:  # noqa: F811
     """The web unit as deployed: daphne under ``tess_site.settings.prod`` with the environment template."""
-    port = free_port()
-    discord = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}
-    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **discord)
-    (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
-    child = start_child("tess-web", _command(start, env), env)
-    assert wait_for(lambda: not child.alive() or _status(port, "/healthz") == 200, timeout=60), child.output()
-    yield port
-    assert "TimeoutError" not in child.output(), child.output()[-4000:]
-
-
-def _status(port: int, path: str) -> int:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        conn.request("GET", path, headers={"Host": HOST})
-        return conn.getresponse().status
-    except OSError:
-        return 0
-    finally:
-        conn.close()
+    unit = start_production_web(start_child, tmp_path / "web")
+    yield unit.port
+    assert "TimeoutError" not in unit.child.output(), unit.child.output()[-4000:]
 
 
 def _post(port: int, path: str, token: str, body: dict) -> tuple[int, dict]:

@@ -21,8 +21,8 @@ from websockets.sync.client import connect
 
 from tess_site.logging import RedactingFormatter, RedactingJsonFormatter, redact
 from tests.factories import SessionFactory
-from tests.tess_site.children import Child, free_port
-from tests.tess_site.test_deploy import SYSTEMD, _command, _unit_env, values
+from tests.tess_site.children import Child
+from tests.tess_site.production import start_production_web
 from tests.waiting import wait_for
 
 APPROVAL_TOKEN = "Zq3" + "x" * 40  # the shape of secrets.token_urlsafe(32): 43 URL-safe characters
@@ -70,13 +70,6 @@ def _request(port: int, method: str, path: str, headers: dict[str, str], body: s
         conn.close()
 
 
-def _answers(port: int) -> bool:
-    try:
-        return _request(port, "GET", "/healthz", {})[0] == 200
-    except OSError:
-        return False
-
-
 def _browser_cookie(user) -> str:
     browser = Client()
     browser.force_login(user)
@@ -90,13 +83,9 @@ def _browser_cookie(user) -> str:
 def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_any_line(
     tmp_path, cast, token_for, settings, start_child: Callable[..., Child]
 ):
-    port = free_port()
-    discord = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}
     mail = {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend", "EMAIL_FILE_PATH": str(tmp_path)}
-    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **discord, **mail)
-    (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
-    child = start_child("tess-web", _command(start, env), env)
-    assert wait_for(lambda: not child.alive() or _answers(port), timeout=60), child.output()
+    web = start_production_web(start_child, tmp_path / "web", **mail)
+    port, child = web.port, web.child
     type(cast.approver).objects.filter(pk=cast.approver.pk).update(email="approver@example.com")
     owner_token, approver_token = token_for(cast.owner), token_for(cast.approver)
     session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="logs")
@@ -127,7 +116,7 @@ def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_
         0
     ] in (302, 403)  # no session, no CSRF token
     # The session's auth hash is keyed by the server's SECRET_KEY: sign the approver in under the child's.
-    settings.SECRET_KEY = (tmp_path / "credentials" / "secret_key").read_text().strip()
+    settings.SECRET_KEY = web.secret("secret_key")
     cookie = _browser_cookie(cast.approver)
     status, html, cookies = _page(port, page, cookie)
     assert status == 200, html[:300]
