@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from rest_framework import status
 
 from approvals_app.handoffs import handoff_create, result_text
@@ -31,7 +31,7 @@ from providers_app.contract import ProviderError
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
-from tess_site.errors import Forbidden, InvalidInput, TessError, envelope
+from tess_site.errors import Forbidden, InvalidInput, TessError, database_unavailable, envelope
 from tess_site.scope import Role, Scope
 
 from . import selectors, stream
@@ -223,11 +223,20 @@ def live_state(scope: Scope, session: Session, intent: IntentClass) -> dict[str,
     return live
 
 
+def _unless_the_connection_is_gone(exc: Exception) -> None:
+    """A read that may fail without failing the turn failed. If the turn's own transaction can no longer go on
+    (the connection was dropped, or its savepoint could not be rolled back), the turn cannot be answered either:
+    raise the typed 503 now, rather than fail later on a dead transaction with an untyped error."""
+    if connection.needs_rollback or not connection.is_usable():
+        raise database_unavailable(exc) from exc
+
+
 def _recall(scope: Scope, result: TurnResult) -> Recall:
     try:
         with transaction.atomic():  # a savepoint: a failed read must not abort the turn's transaction
             recall = recall_for_prompt(scope)
-    except MemoryUnavailable:
+    except MemoryUnavailable as exc:
+        _unless_the_connection_is_gone(exc)
         result.system_lines.append(
             ("memory_unavailable", "Operator memory could not be read; this answer uses none of your notes.")
         )
@@ -256,7 +265,8 @@ def startup_context(scope: Scope, session: Session, *, first_turn: bool) -> list
     try:
         with transaction.atomic():  # a savepoint, as in _recall
             context = operator_memory_plugin().startup_context(scope)
-    except Exception:
+    except Exception as exc:
+        _unless_the_connection_is_gone(exc)
         logger.warning("startup context of session %s could not be read; answering without it", session.pk)
         return []
     return [block.render() for block in context.blocks]

@@ -340,6 +340,25 @@ def test_terminating_a_session_that_is_not_running_is_refused(cast, api_as, sess
     assert not Approval.objects.exists()
 
 
+def test_a_connection_lost_while_recalling_fails_the_turn_with_a_typed_503_not_a_degraded_answer(
+    cast, api_as, session, monkeypatch
+):
+    from django.db import OperationalError, connection, connections
+
+    def dropped(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "memory_app_memoryswitch" in sql:
+            raise OperationalError("terminating connection due to administrator command")
+        return execute(sql, params, many, context)
+
+    client = api_as(cast.owner)
+    monkeypatch.setattr(type(connections["default"]), "is_usable", lambda self: False)  # the server closed it
+    with connection.execute_wrapper(dropped):
+        response = turn(client, session, "hello")
+    assert response.status_code == 503, response.json()
+    assert response.json()["error"]["code"] == "database_unavailable" and response["Retry-After"]
+    assert kinds(session) == []
+
+
 def test_unreadable_memory_is_said_and_the_turn_is_still_answered(cast, api_as, session):
     from django.db import connection
 
