@@ -8,15 +8,14 @@ that does not exist.
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Callable
-from functools import lru_cache
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
+from .addresses import address_in
 from .metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS, exposition
 
 GetResponse = Callable[[HttpRequest], HttpResponse]
@@ -24,7 +23,6 @@ GetResponse = Callable[[HttpRequest], HttpResponse]
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Headers a proxy adds; a request carrying any of them is not a direct scrape.
 _PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def _route(request: HttpRequest) -> str:
@@ -52,22 +50,11 @@ class RequestMetricsMiddleware:
         return response
 
 
-@lru_cache(maxsize=8)
-def _networks(configured: tuple[str, ...]) -> tuple[IPNetwork, ...]:
-    return tuple(ipaddress.ip_network(item, strict=False) for item in configured)
-
-
 def scrape_allowed(request: HttpRequest) -> bool:
     """The direct peer's address is inside ``TESS_METRICS_ALLOWED_IPS`` and no proxy relayed the request."""
     if not settings.TESS_METRICS or any(request.META.get(header) for header in _PROXY_HEADERS):
         return False
-    try:
-        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR") or "")
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped  # a dual-stack listener reports IPv4 peers as ::ffff:a.b.c.d
-    return any(address in network for network in _networks(tuple(settings.TESS_METRICS_ALLOWED_IPS)))
+    return address_in(str(request.META.get("REMOTE_ADDR") or ""), settings.TESS_METRICS_ALLOWED_IPS)
 
 
 @require_safe

@@ -6,12 +6,12 @@ import ipaddress
 import json
 import logging
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from urllib.parse import parse_qsl
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from .addresses import address_in
 from .context import accept_correlation_id, set_correlation_id
 from .errors import (
     DATABASE_ERRORS,
@@ -55,21 +55,6 @@ class CorrelationIdMiddleware:
 _FORWARDED_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_PROTO", "HTTP_X_FORWARDED_HOST", "HTTP_FORWARDED")
 
 
-@lru_cache(maxsize=8)
-def _networks(configured: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(item, strict=False) for item in configured)
-
-
-def _trusted(address: str, trusted: Sequence[str]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address.strip())
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in network for network in _networks(tuple(trusted)))
-
-
 def client_address(meta: dict[str, object], trusted: Sequence[str]) -> str:
     """The address of the client behind the configured proxies.
 
@@ -78,11 +63,11 @@ def client_address(meta: dict[str, object], trusted: Sequence[str]) -> str:
     it was written by the client and proves nothing.
     """
     peer = str(meta.get("REMOTE_ADDR") or "")
-    if not _trusted(peer, trusted):
+    if not address_in(peer, trusted):
         return peer
     hops = [hop.strip() for hop in str(meta.get("HTTP_X_FORWARDED_FOR") or "").split(",") if hop.strip()]
     for hop in reversed(hops):
-        if not _trusted(hop, trusted):
+        if not address_in(hop, trusted):
             try:
                 return str(ipaddress.ip_address(hop))
             except ValueError:
@@ -105,7 +90,7 @@ class ClientAddressMiddleware:
         trusted = settings.TESS_TRUSTED_PROXIES
         meta = request.META
         meta["TESS_PEER_ADDR"] = meta.get("REMOTE_ADDR", "")
-        if _trusted(str(meta.get("REMOTE_ADDR") or ""), trusted):
+        if address_in(str(meta.get("REMOTE_ADDR") or ""), trusted):
             meta["REMOTE_ADDR"] = client_address(meta, trusted)
         else:
             for header in _FORWARDED_HEADERS:
