@@ -30,9 +30,7 @@ def handoffs_restrict(scope: Scope, action: HandoffAction = "view") -> QuerySet[
     return rows.filter(requester=scope.actor)
 
 
-def handoffs_listed(
-    scope: Scope, *, status: str | None = None, session_id: str | None = None
-) -> QuerySet[Handoff]:
+def handoffs_listed(scope: Scope, *, status: str | None = None, session_id: str | None = None) -> QuerySet[Handoff]:
     """The hand-off list: what the scope may view, with requesters, newest first; optionally one status or
     one session's."""
     rows = handoffs_restrict(scope, "view").select_related("requester")

@@ -80,9 +80,7 @@ def _seqs_before_any_heartbeat(ws: ClientConnection, n: int) -> list[int]:
     return seqs
 
 
-def test_a_client_from_cursor_zero_gets_a_long_backlog_in_order_without_waiting_for_the_timer(
-    server, cast, token_for
-):
+def test_a_client_from_cursor_zero_gets_a_long_backlog_in_order_without_waiting_for_the_timer(server, cast, token_for):
     session = _session(cast)
     _backlog(session, BACKLOG)
     with _open(server, session, token_for(cast.owner)) as ws:
