@@ -282,7 +282,7 @@ def run() -> list[Row]:
         ]
     rows.append(
         Row(
-            f"stream catch-up: {CATCHUP_EVENTS // 1000}k stored events/s, 1 client",
+            f"catch-up: {CATCHUP_EVENTS // 1000}k stored, events/s to 1 client",
             "stream max: live events/s to each sub",
             full[0]["rate"],
             backlog,
