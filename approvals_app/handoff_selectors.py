@@ -30,6 +30,17 @@ def handoffs_restrict(scope: Scope, action: HandoffAction = "view") -> QuerySet[
     return rows.filter(requester=scope.actor)
 
 
+def handoffs_listed(scope: Scope, *, status: str | None = None, session_id: str | None = None) -> QuerySet[Handoff]:
+    """The hand-off list: what the scope may view, with requesters, newest first; optionally one status or
+    one session's."""
+    rows = handoffs_restrict(scope, "view").select_related("requester")
+    if status is not None:
+        rows = rows.filter(status=status)
+    if session_id is not None:
+        rows = rows.filter(session_id=session_id)
+    return rows.order_by("-created_at", "-pk")
+
+
 def handoff_readable(scope: Scope, handoff_id: str) -> bool:
     """For pinned ``handoff:<id>`` references: whether the scope may view that hand-off now."""
     try:

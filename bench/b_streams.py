@@ -8,11 +8,16 @@ Baseline, in the same run and server: a bare Channels consumer forwarding raw ``
 Events are produced by one writer as fast as committing allows (``event_append``, one transaction per
 event) for ``BENCH_STREAM_SECONDS`` (20). Reported: events per second delivered to each subscriber, p50
 and p99 latency from commit to receipt, and lost or duplicated events (printed beside the table).
+
+Catch-up: ``BENCH_STREAM_CATCHUP_EVENTS`` (100,000) events already stored, one client connecting from the
+cursor before them; the events per second it receives, beside the live fan-out rate above (a backlog
+should arrive far faster than live events can be produced, not one batch per re-check tick).
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import multiprocessing
 import os
 import socket
@@ -35,6 +40,7 @@ CLIENT_PROCESSES = 4
 SECONDS = float(os.environ.get("BENCH_STREAM_SECONDS", "20"))
 # A second pair at a load one server process can carry (a busy pump writes a few events per second).
 PACED_RATE = float(os.environ.get("BENCH_STREAM_PACED_RATE", "20"))
+CATCHUP_EVENTS = int(os.environ.get("BENCH_STREAM_CATCHUP_EVENTS", "100000"))
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "tess-bench"
 
@@ -218,9 +224,39 @@ def run() -> list[Row]:
         )
         return ours, base
 
+    def catch_up() -> float:
+        """Events per second one client receives of a stored backlog, from connecting to the last one."""
+        from websockets.sync.client import connect
+
+        from sessions_app import journal
+
+        cursor = Session.objects.values_list("last_seq", flat=True).get(pk=session.pk)
+        for start in range(0, CATCHUP_EVENTS, 5_000):
+            items = [
+                (EventKind.SYSTEM, system_body(text=f"backlog {i}"))
+                for i in range(start, min(CATCHUP_EVENTS, start + 5_000))
+            ]
+            journal.events_append(session_id=session.pk, items=items)
+        last, expected = cursor + CATCHUP_EVENTS, cursor
+        started = time.monotonic()
+        with connect(
+            tess_url.format(cursor=cursor), additional_headers=headers, proxy=None, max_size=None, open_timeout=30
+        ) as ws:
+            while expected < last:
+                frame = json.loads(ws.recv(timeout=120))
+                if frame["seq"] is None:
+                    continue
+                expected += 1
+                if frame["seq"] != expected:
+                    raise RuntimeError(f"catch-up sent seq {frame['seq']} where {expected} was due")
+        rate = CATCHUP_EVENTS / (time.monotonic() - started)
+        print(f"\nstream catch-up: {CATCHUP_EVENTS} stored events reached one client in order at {rate:.0f}/s")
+        return rate
+
     try:
         full = pair(None)
         paced = pair(PACED_RATE)
+        backlog = catch_up()
     finally:
         server.terminate()
         try:
@@ -244,6 +280,15 @@ def run() -> list[Row]:
                 f"stream {label}: commit → receipt p99", "group_send → receipt p99", base["p99"], ours["p99"], unit="ms"
             ),
         ]
+    rows.append(
+        Row(
+            f"catch-up: {CATCHUP_EVENTS // 1000}k stored, events/s to 1 client",
+            "stream max: live events/s to each sub",
+            full[0]["rate"],
+            backlog,
+            unit="/s",
+        )
+    )
     return rows
 
 

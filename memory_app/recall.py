@@ -99,7 +99,14 @@ class RecallRow:
     expires_at: object
 
 
-_MARK_USED_POSTGRES = "UPDATE memory_app_operatormemory SET last_used_at = %s WHERE id = ANY(%s::bigint[])"
+# The rows stay locked until the turn commits. Another turn of the same operator recalling them meanwhile
+# skips the rows held instead of queueing behind them (turns would otherwise run one at a time): the turn
+# holding them marks them when it commits. GREATEST keeps last use from moving back when an earlier turn
+# commits after a later one.
+_MARK_USED_POSTGRES = """
+    UPDATE memory_app_operatormemory SET last_used_at = GREATEST(last_used_at, %s)
+     WHERE id IN (SELECT id FROM memory_app_operatormemory WHERE id = ANY(%s::bigint[]) FOR UPDATE SKIP LOCKED)
+"""
 
 
 def _load(scope: Scope, now: datetime) -> tuple[bool, list[RecallRow]]:
@@ -127,7 +134,8 @@ def recall_for_prompt(scope: Scope) -> Recall:
     """At most 8 active notes of the turn's operator, by salience then recency, rendered and marked used.
 
     Rows failing validation are reported and left out; a pin whose reference no longer resolves is skipped.
-    Only the rows rendered get ``last_used_at`` advanced.
+    Only the rows rendered get ``last_used_at`` advanced, and never by waiting: a row another turn holds
+    locked is left to that turn to mark.
     """
     off = Recall(block="", recalled_count=0, memory_scope="session")
     if not (settings.TESS_OPERATOR_MEMORY and scope.actor is not None and scope.has_role(Role.OPERATOR)):

@@ -85,8 +85,9 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         """Send every event after the last one sent. ``known``: the seq a wake-up announced."""
         assert self.session_id is not None
         async with self._lock:
+            read_on = False
             while True:
-                frames = await tail.frames_after(self.session_id, self.last_sent, known)
+                frames = await tail.frames_after(self.session_id, self.last_sent, known, read_on=read_on)
                 for seq, text in frames:
                     await self.send(text_data=text)
                     self.last_sent = seq
@@ -96,6 +97,9 @@ class SessionStreamConsumer(ScopedJsonConsumer):
                     return
                 if not frames:
                     return
+                # A full batch: more may follow, however recently the cache was read. Without this a long
+                # backlog would stop at the first batch and trickle out one batch per re-check tick.
+                read_on = len(frames) == tail.BATCH
 
     _since_heartbeat = 0.0
 

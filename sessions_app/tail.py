@@ -72,13 +72,22 @@ def _encode(session_id: uuid.UUID, after: int) -> list[tuple[int, str]]:
 _read = database_sync_to_async(_encode, thread_sensitive=False)
 
 
-async def frames_after(session_id: uuid.UUID, cursor: int, known: int | None) -> list[tuple[int, str]]:
+async def frames_after(
+    session_id: uuid.UUID, cursor: int, known: int | None, *, read_on: bool = False
+) -> list[tuple[int, str]]:
     """Up to ``BATCH`` encoded frames after ``cursor``. ``known``: a seq a wake-up said exists (or ``None``
-    to look in the database whatever the cache holds)."""
+    to look in the database whatever the cache holds).
+
+    ``read_on``: the caller has just had a full batch, so more may follow: the cache answers only with a
+    full batch, never because it was read a moment ago, and a shorter answer means the database held no
+    more when it was read.
+    """
     tail = _tails.get(session_id)
     if tail is None:
         return await _read(session_id, cursor)
-    if known is None and tail.frames and time.monotonic() - tail.read_at < FRESH_SECONDS:
+    if read_on:
+        known = max(known or 0, cursor + BATCH)
+    elif known is None and tail.frames and time.monotonic() - tail.read_at < FRESH_SECONDS:
         known = tail.frames[-1][0]  # just read by another consumer: no need to ask again so soon
     cached = tail.after(cursor, known)
     if cached is not None:
@@ -89,12 +98,15 @@ async def frames_after(session_id: uuid.UUID, cursor: int, known: int | None) ->
         cached = tail.after(cursor, known)  # another consumer may have read while this one waited
         if cached is not None:
             return cached
-        start = tail.frames[-1][0] if tail.frames else cursor
+        # Read on from the end of the cache, or from the cursor when it is past that end (a batch read from
+        # the cache's end would otherwise stop short of the cursor and look like the end of the stream).
+        start = tail.frames[-1][0] if tail.frames and tail.frames[-1][0] >= cursor else cursor
         rows = await _read(session_id, start)
         tail.read_at = time.monotonic()
         if tail.frames and start == tail.frames[-1][0]:
             tail.frames.extend(rows)
         else:
             tail.frames = rows
+        found = tail.after(cursor, cursor + 1 if tail.frames else None) or []  # before trimming drops cursor + 1
         del tail.frames[:-KEEP]
-        return tail.after(cursor, cursor + 1 if tail.frames else None) or []
+        return found

@@ -18,7 +18,7 @@ from tess_site.api_schema import list_schema
 from tess_site.errors import InvalidInput
 
 from ..handoff_adapters import SIGNATURE_HEADER, signature_valid
-from ..handoff_selectors import handoffs_restrict
+from ..handoff_selectors import handoffs_listed
 from ..handoffs import SignatureInvalid, handoff_result_apply
 from ..models import Handoff
 
@@ -56,12 +56,8 @@ class HandoffListView(ScopedAPIView):
     def get(self, request: Request) -> Response:
         query = HandoffListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
-        rows = handoffs_restrict(self.scope, "view").select_related("requester")
-        if "status" in query.validated_data:
-            rows = rows.filter(status=query.validated_data["status"])
-        if "session_id" in query.validated_data:
-            rows = rows.filter(session_id=query.validated_data["session_id"])
-        return Response({"results": HandoffSerializer(rows.order_by("-created_at")[:LIST_LIMIT], many=True).data})
+        rows = handoffs_listed(self.scope, **query.validated_data)
+        return Response({"results": HandoffSerializer(rows[:LIST_LIMIT], many=True).data})
 
 
 class HandoffResultView(APIView):

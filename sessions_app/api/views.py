@@ -42,7 +42,7 @@ class SessionListView(ScopedAPIView):
 
     @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
     def get(self, request: Request) -> Response:
-        sessions = selectors.sessions_visible(scope=self.scope).select_related("owner").order_by("-created_at")
+        sessions = selectors.sessions_listed(scope=self.scope)
         return Response({"results": SessionSerializer(sessions[:LIST_LIMIT], many=True).data})
 
     @extend_schema(
