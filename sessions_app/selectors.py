@@ -173,6 +173,15 @@ def events_after(*, session_id: uuid.UUID, cursor: int, limit: int) -> list[Sess
     return list(SessionEvent.objects.filter(session_id=session_id, seq__gt=cursor).order_by("seq")[:limit])
 
 
+def events_before(*, session_id: uuid.UUID, before: int | None, limit: int) -> list[SessionEvent]:
+    """The last ``limit`` events of an already-authorized session with ``seq < before`` (all of them when
+    ``before`` is None), oldest first: one backwards page, read as a terminal shows its tail."""
+    rows = SessionEvent.objects.filter(session_id=session_id)
+    if before is not None:
+        rows = rows.filter(seq__lt=before)
+    return list(reversed(rows.order_by("-seq")[:limit]))
+
+
 def bound_runtime_ids(*, instance: str) -> set[str]:
     """Runtime ids on ``instance`` bound to a live Tess session (of any tenant: a binding is exclusive)."""
     return set(
