@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.decorators import decorator_from_middleware
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -33,6 +35,7 @@ from tess_site.errors import InvalidInput, TessError
 from tess_site.scope import Channel, Scope
 
 from .approvals import ApprovalLinkNotYours, display_status
+from .briefs import describe
 from .decisions import approval_decide, approval_link_viewed, link_for_token
 from .models import ApprovalLink
 
@@ -157,12 +160,22 @@ def approval_page(request: HttpRequest, token: str) -> HttpResponse:
     return _page(request, "approvals/decided.html", {"approval": approval, "status": display_status(approval)})
 
 
+def time_left(expires_at: datetime) -> str:
+    """The time an approver has left, as the countdown script words it (the page reads right without it)."""
+    seconds = int((expires_at - timezone.now()).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    return f"{seconds // 60} min {seconds % 60} s left"
+
+
 def _show(
     request: HttpRequest, link: ApprovalLink, *, error: TessError | None = None, status: int = 200
 ) -> HttpResponse:
     approval = link.approval
     context = {
         "approval": approval,
+        "brief": describe(approval),
+        "time_left": time_left(approval.expires_at),
         "parameters_json": json.dumps(approval.parameters, indent=2, sort_keys=True),
         "requester": approval.requester.get_username(),
         "expires_iso": approval.expires_at.isoformat(),
