@@ -17,7 +17,7 @@ import httpx
 from . import __version__, ids
 from . import config as config_store
 from .client import AUTH, EXIT_CODES, INTERRUPTED, NETWORK, OK, REFUSED, USAGE, Api, CliError
-from .output import emit_json, event_line, fields, neutralised_output, table, write_raw
+from .output import emit_json, event_line, fields, neutralised_output, plural, table, write_raw
 from .stream import follow
 
 SESSION_COLUMNS = ["id", "title", "status", "owner", "provider", "last_seq"]
@@ -270,7 +270,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
 def cmd_detach(args: argparse.Namespace) -> int:
     api = _api(args)
     data = api.post(f"/api/v1/sessions/{_session(api, args)}/detach/")
-    emit_json(data) if args.json else print(f"Detached {data['detached']} attachment(s).")
+    emit_json(data) if args.json else print(
+        plural(data["detached"], "Detached {n} attachment.", "Detached {n} attachments.")
+    )
     return OK
 
 
@@ -281,15 +283,28 @@ def cmd_terminate(args: argparse.Namespace) -> int:
         "POST", f"/api/v1/sessions/{_session(api, args)}/terminate/", json=body, idempotent=True, retries=2
     ).json()
     if not args.json:
-        print(f"Approval {approval['id']} is {approval['status']}: an approver was sent a one-time link.")
+        print(f"Approval {approval['id']} is pending: an approver was sent a one-time link.")
     if args.wait:
         approval = _wait_for(api, approval, timeout=args.timeout, quiet=args.json)
     if args.json:
         emit_json(approval)
     elif args.wait:
-        print(f"Approval {approval['id']} is {approval['status']} (execution: {approval.get('execution')}).")
+        print(f"Approval {approval['id']} is {outcome_words(approval)}.")
     failed = approval["status"] in ("denied", "expired") or approval.get("execution") == "failed"
     return REFUSED if failed else OK
+
+
+def outcome_words(approval: dict[str, Any]) -> str:
+    """An approval's status and its execution as one phrase ("approved and carried out")."""
+    status, execution = approval.get("status"), approval.get("execution")
+    if status == "approved":
+        return {
+            "executed": "approved and carried out",
+            "failed": "approved, but carrying it out failed",
+        }.get(str(execution), "approved; it is being carried out")
+    if status == "expired":
+        return "expired: nobody decided in time"
+    return str(status)
 
 
 def _wait_for(api: Api, approval: dict[str, Any], *, timeout: float, quiet: bool) -> dict[str, Any]:
@@ -345,7 +360,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
             print("Nothing forgotten.")
             return OK
     data = api.request("DELETE", "/api/v1/memory/", params=params).json()
-    emit_json(data) if args.json else print(f"Forgot {data['deleted_count']} note(s).")
+    emit_json(data) if args.json else print(plural(data["deleted_count"], "Forgot {n} note.", "Forgot {n} notes."))
     return OK
 
 

@@ -91,6 +91,11 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], empty: str = "
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
+def plural(n: int, one: str, many: str) -> str:
+    """``one`` or ``many`` by ``n`` (``{n}`` is replaced), so no line reads "1 notes" or "note(s)"."""
+    return (one if n == 1 else many).format(n=n)
+
+
 def indented(text: str, indent: int) -> str:
     """``text`` with every line after the first indented by ``indent`` spaces, so a multi-line value stays
     in its column instead of running back to the left margin."""
