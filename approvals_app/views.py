@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +24,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import decorator_from_middleware
+from django.utils.timesince import timesince
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
@@ -160,6 +161,13 @@ def approval_page(request: HttpRequest, token: str) -> HttpResponse:
     return _page(request, "approvals/decided.html", {"approval": approval, "status": display_status(approval)})
 
 
+def ago(moment: datetime) -> str:
+    """ "just now" or "5 minutes ago": how long ago ``moment`` was, to the largest unit."""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment, timezone.now(), depth=1)} ago"
+
+
 def time_left(expires_at: datetime) -> str:
     """The time an approver has left, as the countdown script words it (the page reads right without it)."""
     seconds = int((expires_at - timezone.now()).total_seconds())
@@ -176,6 +184,7 @@ def _show(
         "approval": approval,
         "brief": describe(approval),
         "time_left": time_left(approval.expires_at),
+        "requested_ago": ago(approval.created_at),
         "parameters_json": json.dumps(approval.parameters, indent=2, sort_keys=True),
         "requester": approval.requester.get_username(),
         "expires_iso": approval.expires_at.isoformat(),

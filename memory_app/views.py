@@ -69,7 +69,9 @@ def result_sentence(result: dict[str, Any]) -> str:
     outcome = str(result.get("outcome", ""))
     if outcome == "deleted":
         count = int(result.get("deleted_count") or 0)
-        return ngettext("Deleted %(n)d note.", "Deleted %(n)d notes (current and superseded).", count) % {"n": count}
+        return ngettext("Deleted %(n)d note.", "Deleted %(n)d notes, superseded revisions counted.", count) % {
+            "n": count
+        }
     return {
         "created": "Remembered.",
         "revised": "Changed; the earlier text is kept as a superseded revision.",
@@ -84,23 +86,31 @@ def category_sections(categories: list[dict[str, Any]], rows: list[dict[str, Any
     for policy in categories:
         name, purpose = CATEGORY_WORDS[policy["category"]]
         ceiling, days = policy["ceiling"], policy["retention_days"]
-        size = (
-            "One note" if ceiling == 1 else ngettext("Up to %(n)d note", "Up to %(n)d notes", ceiling) % {"n": ceiling}
-        )
-        if days:
+        if ceiling == 1:
+            lasts = (
+                ngettext(
+                    "One note, used for %(n)d day after you last confirm it.",
+                    "One note, used for %(n)d days after you last confirm it.",
+                    days,
+                )
+                if days
+                else "One note, kept until you delete it."
+            )
+        elif days:
             lasts = ngettext(
-                "used for %(n)d day after you last confirmed it",
-                "used for %(n)d days after you last confirmed it",
+                "Up to %(c)d notes; each is used for %(n)d day after you last confirm it.",
+                "Up to %(c)d notes; each is used for %(n)d days after you last confirm it.",
                 days,
-            ) % {"n": days}
+            )
         else:
-            lasts = "kept until you delete it"
+            lasts = "Up to %(c)d notes, kept until you delete them."
+        lasts = lasts % {"c": ceiling, "n": days or 0}
         sections.append(
             {
                 "key": policy["category"],
                 "name": name,
                 "purpose": purpose,
-                "lasts": f"{size}, {lasts}{'' if ceiling == 1 else ' (each)' if days else ''}.",
+                "lasts": lasts,
                 "retention_days": days,
                 "notes": [item for item in rows if item["row"].category == policy["category"]],
             }

@@ -26,10 +26,13 @@ def describe_terminate(approval: Approval) -> ActionBrief | None:
         return None
     kind = str(configured_instances().get(session.provider_instance, {}).get("kind", "")) or "runtime"
     runtime = f"{kind} instance {session.provider_instance}"
-    age = timesince(session.created_at, timezone.now(), depth=1)
+    started = timezone.now() - session.created_at
+    age = (
+        "just now" if started.total_seconds() < 60 else f"{timesince(session.created_at, timezone.now(), depth=1)} ago"
+    )
     sentence = (
         f"Terminate the session \u201c{session.title or session.runtime_id}\u201d ({runtime}), "
-        f"started by {session.owner.get_username()} {age} ago"
+        f"started by {session.owner.get_username()} {age}"
     )
     events = selectors.events_before(session_id=session.pk, before=None, limit=OUTPUT_EVENTS, kind=EventKind.OUTPUT)
     text = "".join(str((event.body or {}).get("data", "")) for event in events)

@@ -138,3 +138,4 @@ class AuditEventAdmin(ReadOnlyTenantScopedAdmin):
 admin.site.site_header = "Tess"
 admin.site.site_title = "Tess"
 admin.site.index_title = "Administration"
+admin.site.site_url = None  # Tess has no public site besides the admin: no "View site" link

@@ -48,11 +48,11 @@ def test_the_page_says_in_words_what_each_category_is_for_and_how_long_it_lasts(
     assert "Memory: Operator profile" in page
     for text in (
         "Preferences",
-        "Up to 12 notes, kept until you delete it.",
+        "Up to 12 notes, kept until you delete them.",
         "Current focus",
-        "One note, used for 30 days after you last confirmed it.",
+        "One note, used for 30 days after you last confirm it.",
         "Pinned items",
-        "Up to 8 notes, used for 14 days after you last confirmed it (each).",
+        "Up to 8 notes; each is used for 14 days after you last confirm it.",
         "at most 8 of your notes (4096 characters)",
     ):
         assert text in page
@@ -106,7 +106,7 @@ def test_confirming_on_the_page_shows_the_servers_result(cast, page_client):
 
     result = post(page_client, f"/memory/cards/{card.pk}/confirm/").content.decode()
 
-    assert re.search(r'data-outcome="deleted"', result) and "Deleted 2 notes (current and superseded)." in result
+    assert re.search(r'data-outcome="deleted"', result) and "Deleted 2 notes, superseded revisions counted." in result
     assert not OperatorMemory.objects.exists()
 
 
