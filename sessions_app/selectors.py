@@ -186,7 +186,7 @@ def events_before(
     return list(reversed(rows.order_by("-seq")[:limit]))
 
 
-def session_for_approval(*, session_id: object, tenant_id: object) -> Session | None:
+def session_for_approval(*, session_id: object, tenant_id: int) -> Session | None:
     """The session an approval names, for its approval page: the approval (checked by approvals_app for the
     bound approver) is what grants the approver this view, not the session's own read rule."""
     try:

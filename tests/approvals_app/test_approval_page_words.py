@@ -4,6 +4,7 @@ output as plain text and the time left; the approver decides with the admin's ow
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.staticfiles import finders
@@ -88,4 +89,4 @@ def test_every_admin_page_is_branded_tess_with_its_icon(mailed, terminate, brows
         assert "| Tess</title>" in html and "Django" not in html.split("</title>")[0]
         assert 'rel="icon" href="/static/tess/favicon.svg" type="image/svg+xml"' in html
     icon = finders.find("tess/favicon.svg")
-    assert icon is not None and "<svg" in open(icon).read()
+    assert icon is not None and "<svg" in Path(icon).read_text()

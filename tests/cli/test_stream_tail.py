@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sessions_app import services
-from sessions_app.stream import EventKind, status_body, system_body
+from sessions_app.stream import EventKind, status_body
 from tests.factories import SessionFactory
 
 from .test_stream import append, read_frames
