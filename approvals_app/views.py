@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +22,9 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.decorators import decorator_from_middleware
+from django.utils.timesince import timesince
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
@@ -33,6 +36,7 @@ from tess_site.errors import InvalidInput, TessError
 from tess_site.scope import Channel, Scope
 
 from .approvals import ApprovalLinkNotYours, display_status
+from .briefs import describe
 from .decisions import approval_decide, approval_link_viewed, link_for_token
 from .models import ApprovalLink
 
@@ -157,12 +161,30 @@ def approval_page(request: HttpRequest, token: str) -> HttpResponse:
     return _page(request, "approvals/decided.html", {"approval": approval, "status": display_status(approval)})
 
 
+def ago(moment: datetime) -> str:
+    """ "just now" or "5 minutes ago": how long ago ``moment`` was, to the largest unit."""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment, timezone.now(), depth=1)} ago"
+
+
+def time_left(expires_at: datetime) -> str:
+    """The time an approver has left, as the countdown script words it (the page reads right without it)."""
+    seconds = int((expires_at - timezone.now()).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    return f"{seconds // 60} min {seconds % 60} s left"
+
+
 def _show(
     request: HttpRequest, link: ApprovalLink, *, error: TessError | None = None, status: int = 200
 ) -> HttpResponse:
     approval = link.approval
     context = {
         "approval": approval,
+        "brief": describe(approval),
+        "time_left": time_left(approval.expires_at),
+        "requested_ago": ago(approval.created_at),
         "parameters_json": json.dumps(approval.parameters, indent=2, sort_keys=True),
         "requester": approval.requester.get_username(),
         "expires_iso": approval.expires_at.isoformat(),

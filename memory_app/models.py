@@ -47,6 +47,8 @@ class OperatorMemory(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "operator memory note"
+        verbose_name_plural = "operator memory notes"
         constraints = [
             models.UniqueConstraint(fields=["tenant", "operator", "category", "slot"], name="memory_one_per_slot"),
             models.UniqueConstraint(
@@ -84,6 +86,8 @@ class OperatorMemoryHistory(models.Model):
     superseded_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = "superseded operator memory note"
+        verbose_name_plural = "superseded operator memory notes"
         constraints = [
             models.UniqueConstraint(fields=["memory_id", "revision"], name="memory_history_revision_once"),
         ]
@@ -110,6 +114,7 @@ class MemorySwitch(models.Model):
 
     class Meta:
         verbose_name = "operator memory switch"
+        verbose_name_plural = "operator memory switches"
 
     def __str__(self) -> str:
         return f"operator memory {'on' if self.enabled else 'off'}"

@@ -12,6 +12,7 @@ from uuid import UUID
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals_app.card_selectors import card_get, cards_visible
@@ -28,6 +29,94 @@ from .services import CARD_KIND, memory_propose
 
 PROPOSAL_FIELDS = ("op", "category", "slot", "value", "ref")
 
+# What each category is for, in the words the page uses (how long a note lasts comes from the policy).
+CATEGORY_WORDS = {
+    Category.PREFERENCES.value: (
+        "Preferences",
+        "How you like Tess to work with you, for example \u201clead with the severity\u201d.",
+    ),
+    Category.STANDING_INITIATIVE.value: (
+        "Current focus",
+        "The one thing you are working towards right now; Tess keeps it in mind in every conversation.",
+    ),
+    Category.PINNED_CONTEXTS.value: (
+        "Pinned items",
+        "A session, approval, hand-off or audit entry you want Tess to keep in mind. A pin is left out as "
+        "soon as you can no longer open what it points to.",
+    ),
+}
+
+
+def card_sentence(payload: dict[str, Any]) -> str:
+    """What confirming a memory card will do, in words."""
+    name = CATEGORY_WORDS.get(str(payload.get("category", "")), ("notes", ""))[0].lower()
+    op = payload.get("op")
+    if op == "remember":
+        return f"Remember a new note in {name}."
+    if op == "correct":
+        return f"Change your note in {name} to the text below; the old text is kept as a superseded revision."
+    if op == "reauthorize":
+        return f"Renew your note in {name}: it is used again from now, unchanged."
+    if op == "forget":
+        return f"Delete your note in {name}, with every superseded revision of it."
+    if op == "forget_all":
+        return "Delete every note you have, current and superseded."
+    return "Change your memory."
+
+
+def result_sentence(result: dict[str, Any]) -> str:
+    """The server's outcome of a decided card, in words (the outcome code stays on the element)."""
+    outcome = str(result.get("outcome", ""))
+    if outcome == "deleted":
+        count = int(result.get("deleted_count") or 0)
+        return ngettext("Deleted %(n)d note.", "Deleted %(n)d notes, superseded revisions counted.", count) % {
+            "n": count
+        }
+    return {
+        "created": "Remembered.",
+        "revised": "Changed; the earlier text is kept as a superseded revision.",
+        "reauthorized": "Renewed: the note is used again from now.",
+        "dismissed": "Dismissed: nothing changed.",
+    }.get(outcome, "Not done." if result.get("error") else outcome.replace("_", " ").capitalize() + ".")
+
+
+def category_sections(categories: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page's sections: each category in words, how many notes it holds and for how long, its notes."""
+    sections = []
+    for policy in categories:
+        name, purpose = CATEGORY_WORDS[policy["category"]]
+        ceiling, days = policy["ceiling"], policy["retention_days"]
+        if ceiling == 1:
+            lasts = (
+                ngettext(
+                    "One note, used for %(n)d day after you last confirm it.",
+                    "One note, used for %(n)d days after you last confirm it.",
+                    days,
+                )
+                if days
+                else "One note, kept until you delete it."
+            )
+        elif days:
+            lasts = ngettext(
+                "Up to %(c)d notes; each is used for %(n)d day after you last confirm it.",
+                "Up to %(c)d notes; each is used for %(n)d days after you last confirm it.",
+                days,
+            )
+        else:
+            lasts = "Up to %(c)d notes, kept until you delete them."
+        lasts = lasts % {"c": ceiling, "n": days or 0}
+        sections.append(
+            {
+                "key": policy["category"],
+                "name": name,
+                "purpose": purpose,
+                "lasts": lasts,
+                "retention_days": days,
+                "notes": [item for item in rows if item["row"].category == policy["category"]],
+            }
+        )
+    return sections
+
 
 def _scope(request: HttpRequest) -> Scope | None:
     return scope_for_credential(
@@ -39,7 +128,7 @@ def _scope(request: HttpRequest) -> Scope | None:
 
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    base = {**admin.site.each_context(request), "title": "Memory"}
+    base = {**admin.site.each_context(request), "title": "Your memory"}
     response = render(request, template, {**base, **context}, status=status)
     if isinstance(context.get("error"), Unavailable):
         response["Retry-After"] = str(context["error"].retry_after_seconds)
@@ -65,14 +154,17 @@ def _disclosure(
         {"row": row, "active": is_active(row, snapshot.now), "history": history_by_memory.get(str(row.memory_id), [])}
         for row in snapshot.rows
     ]
+    categories = category_policy_view()
     context = {
         "snapshot": snapshot,
         "rows": rows,
+        "sections": category_sections(categories, rows),
+        "category_names": {key: words[0] for key, words in CATEGORY_WORDS.items()},
         "history": snapshot.history,
-        "categories": category_policy_view(),
+        "categories": categories,
         "prompt_ceilings": PROMPT_CEILINGS,
         "erasure": ERASURE,
-        "pending": pending,
+        "pending": [{"card": card, "sentence": card_sentence(card.payload)} for card in pending],
         "category_choices": [c.value for c in Category],
         "error": error,
     }
@@ -109,7 +201,7 @@ def card_page(request: HttpRequest, card_id: UUID) -> HttpResponse:
         card = card_get(scope=scope, card_id=card_id)
     except TessError as exc:
         return _page(request, "memory/card.html", {"error": exc}, status=exc.status_code)
-    return _page(request, "memory/card.html", {"card": card, "result": card.outcome})
+    return _card_page(request, card, card.outcome)
 
 
 def _decide(request: HttpRequest, card_id: UUID, *, confirm: bool) -> HttpResponse:
@@ -123,7 +215,18 @@ def _decide(request: HttpRequest, card_id: UUID, *, confirm: bool) -> HttpRespon
             card, result = card_dismiss(scope=scope, card_id=card_id), {"outcome": "dismissed"}
     except TessError as exc:
         return _page(request, "memory/card.html", {"error": exc}, status=exc.status_code)
-    return _page(request, "memory/card.html", {"card": card, "result": result})
+    return _card_page(request, card, result)
+
+
+def _card_page(request: HttpRequest, card: Any, result: dict[str, Any] | None) -> HttpResponse:
+    context = {
+        "card": card,
+        "result": result,
+        "sentence": card_sentence(card.payload),
+        "result_sentence": result_sentence(result or {}),
+        "category_name": CATEGORY_WORDS.get(str(card.payload.get("category", "")), ("", ""))[0],
+    }
+    return _page(request, "memory/card.html", context)
 
 
 @require_POST

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 venv_install requirements.txt
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-tess_site.settings.dev}"
 export TESS_DEMO_SESSION="${TESS_DEMO_SESSION:-1}"
+export TESS_PUBLIC_URL="${TESS_PUBLIC_URL:-http://127.0.0.1:${PORT:-8000}}"  # approval links open this server
 mkdir -p var
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py tess_demo

@@ -186,6 +186,29 @@ def events_after(*, session_id: uuid.UUID, cursor: int, limit: int) -> list[Sess
     return list(SessionEvent.objects.filter(session_id=session_id, seq__gt=cursor).order_by("seq")[:limit])
 
 
+def events_before(
+    *, session_id: uuid.UUID, before: int | None, limit: int, kind: str | None = None
+) -> list[SessionEvent]:
+    """The last ``limit`` events of an already-authorized session with ``seq < before`` (all of them when
+    ``before`` is None), oldest first: one backwards page, read as a terminal shows its tail."""
+    rows = SessionEvent.objects.filter(session_id=session_id)
+    if kind is not None:
+        rows = rows.filter(kind=kind)
+    if before is not None:
+        rows = rows.filter(seq__lt=before)
+    return list(reversed(rows.order_by("-seq")[:limit]))
+
+
+def session_for_approval(*, session_id: object, tenant_id: int) -> Session | None:
+    """The session an approval names, for its approval page: the approval (checked by approvals_app for the
+    bound approver) is what grants the approver this view, not the session's own read rule."""
+    try:
+        pk = _parse_id(session_id)
+    except NotFound:
+        return None
+    return Session.objects.select_related("owner").filter(pk=pk, tenant_id=tenant_id).first()
+
+
 def bound_runtime_ids(*, instance: str) -> set[str]:
     """Runtime ids on ``instance`` bound to a live Tess session (of any tenant: a binding is exclusive)."""
     return set(

@@ -6,12 +6,14 @@ Which executor runs for which approved action: ``session.terminate`` → ``termi
 from __future__ import annotations
 
 from approvals_app.approvals import register_action_executor, register_approval_observer
+from approvals_app.briefs import register_action_describer
 from approvals_app.handoffs import register_handoff_observer
 from memory_app.plugin import register_capture_observer
 from tess_site.leases import register_leased_work
 from tess_site.refs import register_reference_resolver
 
 from . import pump, selectors
+from .approval_brief import describe_terminate
 from .catalog_capabilities import register as register_catalog_capabilities
 from .gateway import post_handoff_event
 from .lifecycle import post_capture_event
@@ -29,6 +31,7 @@ def connect() -> None:
     # Terminating is approved by a human, then executed here; approval and hand-off changes reach the stream.
     register_action_executor(ACTION, execute_terminate, bind_parameters=bind_terminate_parameters)
     register_approval_observer(post_approval_event)
+    register_action_describer(ACTION, describe_terminate)
     register_handoff_observer(post_handoff_event)
     # seed 000: every operational-memory capture shows in its session's stream (ids only).
     register_capture_observer(post_capture_event)

@@ -6,21 +6,32 @@ import argparse
 import getpass
 import itertools
 import json
+import shutil
+import ssl
 import sys
 import time
 from typing import Any
 
+import httpx
+
+from . import __version__, ids
 from . import config as config_store
-from .client import EXIT_CODES, INTERRUPTED, OK, REFUSED, USAGE, Api, CliError
-from .output import emit_json, event_line, fields, neutralised_output, table, write_raw
+from .client import AUTH, EXIT_CODES, INTERRUPTED, NETWORK, OK, REFUSED, USAGE, Api, CliError
+from .output import emit_json, event_line, fields, neutralised_output, plural, table, write_raw
 from .stream import follow
 
 SESSION_COLUMNS = ["id", "title", "status", "owner", "provider", "last_seq"]
+SESSION_HELP = "a session id, or enough of its first characters to be unique among yours"
 APPROVAL_COLUMNS = ["id", "action", "target_id", "status", "requester", "expires_at"]
 
 
 def _api(args: argparse.Namespace, **kwargs: Any) -> Api:
     return Api(config_store.load(), **kwargs)
+
+
+def _session(api: Api, args: argparse.Namespace) -> str:
+    """The session id the user meant: a full id or a unique prefix of one they can see."""
+    return ids.resolve(api, ids.SESSION, args.session)
 
 
 def _results(data: Any) -> list[dict[str, Any]]:
@@ -34,7 +45,6 @@ def cmd_login(args: argparse.Namespace) -> int:
     config = config_store.load()
     if args.url:
         config.url = args.url
-    api = Api(config, require_token=False)
     if args.token_stdin or (not args.username and not args.password_stdin):
         token = sys.stdin.readline().strip() if args.token_stdin else getpass.getpass("Personal token: ").strip()
         config.token = token
@@ -44,12 +54,61 @@ def cmd_login(args: argparse.Namespace) -> int:
         body: dict[str, Any] = {"username": username, "password": password, "name": "tess-cli"}
         if args.tenant:
             body["tenant_slug"] = args.tenant
-        config.token = api.post("/api/v1/auth/token/", body)["token"]
-    me = Api(config).get("/api/v1/me/")
+        config.token = _login_call(config, "POST", "/api/v1/auth/token/", body)["token"]
+    me = _login_call(config, "GET", "/api/v1/me/")
     config.username, config.tenant = me["username"], me["tenant_slug"]
     path = config_store.save(config)
     print(f"Logged in to {config.url} as {me['username']} ({me['tenant_slug']}); token saved in {path}.")
     return OK
+
+
+def _login_call(config: config_store.Config, method: str, path: str, body: Any = None) -> Any:
+    """One call of ``tess login``, its failure said in words: what the server refused, or why it could not be
+    reached. Nothing is saved unless both calls succeed."""
+    http = httpx.Client(base_url=config.url.rstrip("/"), timeout=30.0, headers={"User-Agent": "tess-cli"})
+    if config.token and method == "GET":
+        http.headers["Authorization"] = f"Bearer {config.token}"
+    try:
+        response = http.request(method, path, json=body)
+    except httpx.HTTPError as exc:
+        raise CliError(f"Login failed: {_unreachable(config.url, exc)}", NETWORK) from exc
+    if response.status_code < 400:
+        return response.json()
+    try:
+        error = response.json().get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    said = error.get("message") or response.reason_phrase
+    if response.status_code == 429:
+        wait = response.headers.get("Retry-After")
+        later = f" Try again in {wait} s." if wait and wait.isdigit() else " Try again later."
+        raise CliError(f"Login refused: too many attempts from here or for this account.{later}", REFUSED)
+    if response.status_code == 401 and method == "POST":
+        raise CliError(f"Login failed: the username or password is wrong ({said}).", AUTH)
+    if response.status_code == 401:
+        raise CliError("Login failed: the server does not accept this token (wrong, expired or revoked).", AUTH)
+    if response.status_code == 403:
+        raise CliError(f"Login refused: {said}", AUTH)
+    if response.status_code == 404:
+        raise CliError(f"Login failed: {config.url} answered 404; is it a Tess server? (check --url)", NETWORK)
+    raise CliError(f"Login failed: the server answered HTTP {response.status_code}: {said}", REFUSED)
+
+
+def _unreachable(url: str, exc: httpx.HTTPError) -> str:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"the TLS certificate of {url} is not trusted ({cause.verify_message})."
+        if isinstance(cause, ssl.SSLError):
+            return f"the TLS handshake with {url} failed ({cause.reason or cause}); is it https?"
+        if isinstance(cause, ConnectionRefusedError):
+            return f"nothing answers at {url} (connection refused); is the server running, and is the port right?"
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{url} did not answer in time."
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect to {url} ({exc})."
+    return f"cannot reach {url} ({type(exc).__name__}: {exc})."
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
@@ -87,10 +146,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         data = _results(api.get("/api/v1/sessions/"))
         emit_json(data) if args.json else table(data, SESSION_COLUMNS, "No sessions.")
     elif args.action == "show":
-        data = api.get(f"/api/v1/sessions/{args.session}/")
+        data = api.get(f"/api/v1/sessions/{_session(api, args)}/")
         emit_json(data) if args.json else fields(data, [k for k in data if not isinstance(data[k], dict | list)])
     else:
-        data = api.get(f"/api/v1/sessions/{args.session}/tree/")
+        data = api.get(f"/api/v1/sessions/{_session(api, args)}/tree/")
         if args.json:
             emit_json(data)
         else:
@@ -108,26 +167,69 @@ def tree_lines(nodes: list[dict[str, Any]], depth: int = 0) -> list[str]:
     return lines
 
 
+def screenful() -> int:
+    """How many events fit the terminal, keeping a line for the prompt (24-line default off a terminal)."""
+    return max(1, shutil.get_terminal_size((80, 24)).lines - 2)
+
+
+ENDED = ("exited", "terminated")
+
+
 def cmd_stream(args: argparse.Namespace) -> int:
     config = config_store.load()
-    Api(config)  # refuses early without a token
+    api = Api(config)
+    session_id = _session(api, args)
+    session = api.get(f"/api/v1/sessions/{session_id}/")
+    shown = 0
 
-    def show(frame: dict[str, Any]) -> None:
+    def show(frame: dict[str, Any]) -> bool:
+        nonlocal shown
+        shown += 1
         if args.raw and frame.get("kind") == "output":
             write_raw(str((frame.get("body") or {}).get("data", "")))
-            return
-        print(json.dumps(frame) if args.json else event_line(frame), flush=True)
+        else:
+            print(json.dumps(frame) if args.json else event_line(frame), flush=True)
+        ended = frame.get("kind") == "status" and (frame.get("body") or {}).get("status") in ENDED
+        return ended or bool(args.max_events and shown >= args.max_events)
 
-    try:
-        follow(config, args.session, cursor=args.cursor, on_event=show, max_events=args.max_events)
-    except KeyboardInterrupt:
-        print("", file=sys.stderr)
+    def ended(status: str) -> int:
+        line = f"Session {session.get('title') or session_id} has ended ({status})."
+        print(line, file=sys.stderr if args.json or args.raw else sys.stdout, flush=True)
+        return OK
+
+    if args.from_start or args.cursor is not None:
+        cursor = args.cursor or 0
+    else:
+        page = api.get(f"/api/v1/sessions/{session_id}/events/", params={"tail": args.tail or screenful()})
+        for frame in page["events"]:
+            if show(frame):
+                return ended(frame["body"]["status"]) if frame.get("kind") == "status" else OK
+        cursor = int(page["next_cursor"])
+    if session.get("status") in ENDED:
+        while True:  # nothing more will come live: read what is left and stop
+            page = api.get(f"/api/v1/sessions/{session_id}/events/", params={"cursor": cursor, "limit": 1000})
+            for frame in page["events"]:
+                if show(frame):
+                    return OK if frame.get("kind") != "status" else ended(frame["body"]["status"])
+            if not page["events"]:
+                return ended(str(session["status"]))
+            cursor = int(page["next_cursor"])
+    last: dict[str, Any] = {}
+
+    def on_event(frame: dict[str, Any]) -> bool:
+        last.update(frame)
+        return show(frame)
+
+    follow(config, session_id, cursor=cursor, on_event=on_event)
+    if last.get("kind") == "status":
+        return ended(str((last.get("body") or {}).get("status")))
     return OK
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    response = _api(args).request(
-        "POST", f"/api/v1/sessions/{args.session}/turns/", json={"text": args.text}, idempotent=True, retries=2
+    api = _api(args)
+    response = api.request(
+        "POST", f"/api/v1/sessions/{_session(api, args)}/turns/", json={"text": args.text}, idempotent=True, retries=2
     )
     data = response.json()
     if args.json:
@@ -144,8 +246,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    data = _api(args).request(
-        "POST", f"/api/v1/sessions/{args.session}/messages/", json={"text": args.text}, idempotent=True, retries=2
+    api = _api(args)
+    data = api.request(
+        "POST",
+        f"/api/v1/sessions/{_session(api, args)}/messages/",
+        json={"text": args.text},
+        idempotent=True,
+        retries=2,
     )
     body = data.json()
     emit_json(body) if args.json else print(f"Queued as inbox item {body['inbox_id']} ({body['state']}).")
@@ -154,14 +261,18 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 def cmd_attach(args: argparse.Namespace) -> int:
     mode = "interactive" if args.interactive else "read_only"
-    data = _api(args).post(f"/api/v1/sessions/{args.session}/attach/", {"mode": mode})
+    api = _api(args)
+    data = api.post(f"/api/v1/sessions/{_session(api, args)}/attach/", {"mode": mode})
     emit_json(data) if args.json else print(f"Attached {data['mode']} (idle timeout {data['idle_timeout_seconds']}s).")
     return OK
 
 
 def cmd_detach(args: argparse.Namespace) -> int:
-    data = _api(args).post(f"/api/v1/sessions/{args.session}/detach/")
-    emit_json(data) if args.json else print(f"Detached {data['detached']} attachment(s).")
+    api = _api(args)
+    data = api.post(f"/api/v1/sessions/{_session(api, args)}/detach/")
+    emit_json(data) if args.json else print(
+        plural(data["detached"], "Detached {n} attachment.", "Detached {n} attachments.")
+    )
     return OK
 
 
@@ -169,18 +280,31 @@ def cmd_terminate(args: argparse.Namespace) -> int:
     api = _api(args)
     body = {"reason": args.reason} if args.reason else {}
     approval = api.request(
-        "POST", f"/api/v1/sessions/{args.session}/terminate/", json=body, idempotent=True, retries=2
+        "POST", f"/api/v1/sessions/{_session(api, args)}/terminate/", json=body, idempotent=True, retries=2
     ).json()
     if not args.json:
-        print(f"Approval {approval['id']} is {approval['status']}: an approver was sent a one-time link.")
+        print(f"Approval {approval['id']} is pending: an approver was sent a one-time link.")
     if args.wait:
         approval = _wait_for(api, approval, timeout=args.timeout, quiet=args.json)
     if args.json:
         emit_json(approval)
     elif args.wait:
-        print(f"Approval {approval['id']} is {approval['status']} (execution: {approval.get('execution')}).")
+        print(f"Approval {approval['id']} is {outcome_words(approval)}.")
     failed = approval["status"] in ("denied", "expired") or approval.get("execution") == "failed"
     return REFUSED if failed else OK
+
+
+def outcome_words(approval: dict[str, Any]) -> str:
+    """An approval's status and its execution as one phrase ("approved and carried out")."""
+    status, execution = approval.get("status"), approval.get("execution")
+    if status == "approved":
+        return {
+            "executed": "approved and carried out",
+            "failed": "approved, but carrying it out failed",
+        }.get(str(execution), "approved; it is being carried out")
+    if status == "expired":
+        return "expired: nobody decided in time"
+    return str(status)
 
 
 def _wait_for(api: Api, approval: dict[str, Any], *, timeout: float, quiet: bool) -> dict[str, Any]:
@@ -236,7 +360,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
             print("Nothing forgotten.")
             return OK
     data = api.request("DELETE", "/api/v1/memory/", params=params).json()
-    emit_json(data) if args.json else print(f"Forgot {data['deleted_count']} note(s).")
+    emit_json(data) if args.json else print(plural(data["deleted_count"], "Forgot {n} note.", "Forgot {n} notes."))
     return OK
 
 
@@ -260,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"tess {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("login", parents=[common], help="log in with a username and password, or a pasted token")
@@ -277,12 +402,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sessions", parents=[common], help="list, show or walk sessions")
     p.add_argument("action", choices=["list", "show", "tree"])
-    p.add_argument("session", nargs="?")
+    p.add_argument("session", nargs="?", help=SESSION_HELP)
     p.set_defaults(func=cmd_sessions)
 
-    p = sub.add_parser("stream", parents=[common], help="follow a session's events live (Ctrl-C to stop)")
-    p.add_argument("session")
-    p.add_argument("--cursor", type=int, default=0, help="start after this seq (default: from the beginning)")
+    p = sub.add_parser(
+        "stream",
+        parents=[common],
+        help="show a session's latest events, then follow it live until it ends (Ctrl-C to stop)",
+    )
+    p.add_argument("session", help=SESSION_HELP)
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--tail", type=int, metavar="N", help="start with the last N events (default: a screenful)")
+    start.add_argument("--from-start", action="store_true", help="start with the session's first event")
+    start.add_argument("--cursor", type=int, help="start after this seq")
     p.add_argument("--max-events", type=int, default=0, help="stop after this many events")
     p.add_argument(
         "--raw",
@@ -296,20 +428,20 @@ def build_parser() -> argparse.ArgumentParser:
         ("send", cmd_send, "raw input to the runtime (needs `attach --interactive`)"),
     ):
         p = sub.add_parser(name, parents=[common], help=text)
-        p.add_argument("session")
+        p.add_argument("session", help=SESSION_HELP)
         p.add_argument("text")
         p.set_defaults(func=func)
 
     p = sub.add_parser("attach", parents=[common], help="attach to a session (read-only unless --interactive)")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_HELP)
     p.add_argument("--interactive", action="store_true")
     p.set_defaults(func=cmd_attach)
     p = sub.add_parser("detach", parents=[common], help="end your attachment")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_HELP)
     p.set_defaults(func=cmd_detach)
 
     p = sub.add_parser("terminate", parents=[common], help="ask to terminate a session (needs an approval)")
-    p.add_argument("session")
+    p.add_argument("session", help=SESSION_HELP)
     p.add_argument("--reason", default="")
     p.add_argument("--wait", action="store_true", help="wait for the approval's outcome")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
@@ -338,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "sessions" and args.action != "list" and not args.session:
         parser.error("sessions show|tree needs a session id")
+    if args.command == "stream" and args.tail is not None and not 1 <= args.tail <= 1000:
+        parser.error("--tail takes 1 to 1000 events")
     if args.command == "memory" and args.action == "forget" and not args.category:
         parser.error("memory forget needs a category (and optionally a slot)")
     with neutralised_output():

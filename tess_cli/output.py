@@ -91,10 +91,23 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], empty: str = "
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
+def plural(n: int, one: str, many: str) -> str:
+    """``one`` or ``many`` by ``n`` (``{n}`` is replaced), so no line reads "1 notes" or "note(s)"."""
+    return (one if n == 1 else many).format(n=n)
+
+
+def indented(text: str, indent: int) -> str:
+    """``text`` with every line after the first indented by ``indent`` spaces, so a multi-line value stays
+    in its column instead of running back to the left margin."""
+    return text.replace("\n", "\n" + " " * indent)
+
+
 def fields(data: dict[str, Any], keys: Sequence[str]) -> None:
     width = max(len(k) for k in keys)
     for key in keys:
-        print(f"{key.ljust(width)}  {_cell(data.get(key), 100)}")
+        value = data.get(key)
+        text = "" if value is None else str(value).rstrip("\n")
+        print(f"{key.ljust(width)}  {indented(text, width + 2)}")
 
 
 def event_line(frame: dict[str, Any]) -> str:
@@ -107,4 +120,7 @@ def event_line(frame: dict[str, Any]) -> str:
         text = f"{who}{body['text']}"
     else:
         text = json.dumps(body, sort_keys=True)
-    return f"{frame.get('seq'):>6} {kind:<12} {text}"
+    return f"{frame.get('seq'):>6} {kind:<12} {indented(text, EVENT_INDENT)}"
+
+
+EVENT_INDENT = 6 + 1 + 12 + 1  # the seq and kind columns of event_line

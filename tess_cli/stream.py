@@ -30,11 +30,12 @@ def follow(
     session_id: str,
     *,
     cursor: int,
-    on_event: Callable[[dict[str, Any]], None],
+    on_event: Callable[[dict[str, Any]], bool | None],
     max_events: int = 0,
     max_wait: float = 30.0,
 ) -> int:
-    """Print events after ``cursor`` until interrupted (or ``max_events``); returns the last seq seen.
+    """Print events after ``cursor`` until interrupted, ``max_events``, or ``on_event`` answers True; returns
+    the last seq seen.
 
     A drop (server restart, network) reconnects with backoff from the last seq, so nothing is lost or
     repeated; refusals (bad token, not yours) end the command. Gives up after ``max_wait`` seconds of
@@ -57,9 +58,9 @@ def follow(
                     if int(frame["seq"]) <= cursor:
                         continue
                     cursor = int(frame["seq"])
-                    on_event(frame)
+                    stop = on_event(frame)
                     seen += 1
-                    if max_events and seen >= max_events:
+                    if stop or (max_events and seen >= max_events):
                         return cursor
                 # The server closed the socket: a refusal ends; anything else reconnects.
                 _raise_if_fatal(ws.close_code)

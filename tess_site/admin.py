@@ -132,3 +132,10 @@ class AuditEventAdmin(ReadOnlyTenantScopedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
         return audit_events_readable(tenant_ids=readable_tenant_ids(request)).select_related("tenant")
+
+
+# Every admin page, the approval and Memory pages included, says whose console this is.
+admin.site.site_header = "Tess"
+admin.site.site_title = "Tess"
+admin.site.index_title = "Administration"
+admin.site.site_url = None  # Tess has no public site besides the admin: no "View site" link

@@ -67,8 +67,19 @@ class EventSerializer(serializers.ModelSerializer[SessionEvent]):
 
 
 class EventsQuerySerializer(serializers.Serializer[Any]):
-    cursor = serializers.IntegerField(min_value=0, default=0)
+    """One of three pages: forwards after ``cursor`` (the default, from the start), backwards before
+    ``before``, or the last ``tail`` events. Each backwards shape returns its events oldest first."""
+
+    cursor = serializers.IntegerField(min_value=0, required=False)
+    before = serializers.IntegerField(min_value=1, required=False)
+    tail = serializers.IntegerField(min_value=1, max_value=1000, required=False)
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = [name for name in ("cursor", "before", "tail") if name in attrs]
+        if len(given) > 1:
+            raise serializers.ValidationError(f"Give one of cursor, before and tail, not {' and '.join(given)}.")
+        return attrs
 
 
 class MessageSerializer(serializers.Serializer[Any]):

@@ -117,29 +117,58 @@ class SessionTreeView(ScopedAPIView):
 class SessionEventsView(ScopedAPIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("cursor", int, description="return events with seq greater than this (default 0)"),
-            OpenApiParameter("limit", int, description="at most this many (1-1000, default 100)"),
+            OpenApiParameter(
+                "cursor", int, description="forwards: events with seq greater than this (default 0, the start)"
+            ),
+            OpenApiParameter(
+                "before",
+                int,
+                description="backwards: the last `limit` events with seq less than this, oldest first; pass the "
+                "answer's `prev_cursor` to page further back",
+            ),
+            OpenApiParameter(
+                "tail",
+                int,
+                description="the last `tail` events (1-1000), oldest first: a stream opened at its end; follow on "
+                "from `next_cursor` (as `?cursor=` or the websocket's `cursor`)",
+            ),
+            OpenApiParameter("limit", int, description="at most this many (1-1000, default 100); not with tail"),
         ],
         responses=inline_serializer(
             name="EventPage",
             fields={
                 "events": EventSerializer(many=True),
-                "next_cursor": serializers.IntegerField(help_text="pass as ?cursor= to continue"),
+                "next_cursor": serializers.IntegerField(help_text="pass as ?cursor= to continue forwards"),
+                "prev_cursor": serializers.IntegerField(
+                    allow_null=True,
+                    help_text="pass as ?before= for the page before this one; null when nothing is older",
+                ),
                 "last_seq": serializers.IntegerField(help_text="the session's latest sequence number"),
             },
         ),
-        description=SCHEMA_DESCRIPTION,
+        description="At most one of `cursor`, `before` and `tail` (400 `validation_error` otherwise). Sessions you "
+        "may not read answer 404, whatever the page.\n\n" + SCHEMA_DESCRIPTION,
     )
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.access_session(scope=self.scope, session_id=session_id)
         query = EventsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cursor, limit = query.validated_data["cursor"], query.validated_data["limit"]
-        rows = selectors.events_after(session_id=session.pk, cursor=cursor, limit=limit)
+        values = query.validated_data
+        if "tail" in values or "before" in values:
+            before = values.get("before")
+            limit = values.get("tail") or values["limit"]
+            rows = selectors.events_before(session_id=session.pk, before=before, limit=limit)
+            cursor = rows[-1].seq if rows else (before - 1 if before is not None else session.last_seq)
+        else:
+            cursor = values.get("cursor", 0)
+            rows = selectors.events_after(session_id=session.pk, cursor=cursor, limit=values["limit"])
+            cursor = rows[-1].seq if rows else cursor
+        first = rows[0].seq if rows else None
         return Response(
             {
                 "events": EventSerializer(rows, many=True).data,
-                "next_cursor": rows[-1].seq if rows else cursor,
+                "next_cursor": cursor,
+                "prev_cursor": first if first is not None and first > 1 else None,
                 "last_seq": session.last_seq,
             }
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import ngettext
+
 from memory_app.selectors import memory_snapshot
 from sessions_app import selectors
 from tess_site.errors import InvalidInput, TessError
@@ -79,7 +81,8 @@ def handle_command(interaction: dict[str, Any], *, correlation_id: str) -> dict[
             return reply(f"This channel is now bound to session {binding.session_id}.")
         if name == "status":
             session = services.bound_session(scope=scope, channel_id=channel_id)
-            return reply(f"Session {session.title} ({session.pk}): {session.status}, {session.last_seq} events.")
+            events = ngettext("%(n)d event", "%(n)d events", session.last_seq) % {"n": session.last_seq}
+            return reply(f"Session \u201c{session.title}\u201d ({session.pk}) is {session.status}; {events} so far.")
         if name == "sessions":
             rows = list(selectors.sessions_visible(scope=scope).order_by("-created_at")[:20])
             lines = [f"{s.pk}  {s.status:<10}  {s.title}" for s in rows] or ["No sessions."]
@@ -87,9 +90,8 @@ def handle_command(interaction: dict[str, Any], *, correlation_id: str) -> dict[
         snapshot = memory_snapshot(scope=scope)
         if not snapshot.served:
             return reply("Operator memory is off for you.", ephemeral=True)
-        return reply(
-            f"You have {len(snapshot.rows)} operator notes; inspect or forget them in the drawer or `tess memory`.",
-            ephemeral=True,
-        )
+        count = len(snapshot.rows)
+        notes = ngettext("You have %(n)d operator note", "You have %(n)d operator notes", count) % {"n": count}
+        return reply(f"{notes}; inspect or forget them in the drawer or `tess memory`.", ephemeral=True)
     except TessError as exc:
         return reply(f"Refused: {exc.message}", ephemeral=True)

@@ -7,7 +7,7 @@
   const expires = Date.parse(node.getAttribute("data-expires"));
   function tick() {
     const left = Math.max(0, Math.floor((expires - Date.now()) / 1000));
-    node.textContent = left > 0 ? "(" + Math.floor(left / 60) + " min " + (left % 60) + " s left)" : "(expired)";
+    node.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s left" : "expired";
     if (left > 0) window.setTimeout(tick, 1000);
   }
   tick();

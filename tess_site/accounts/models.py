@@ -83,6 +83,7 @@ class ExternalIdentity(models.Model):
     linked_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name_plural = "external identities"
         constraints = [
             models.UniqueConstraint(fields=["tenant", "provider", "external_id"], name="external_identity_unique"),
         ]

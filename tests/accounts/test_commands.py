@@ -76,3 +76,16 @@ def test_tess_demo_is_idempotent_and_prints_passwords_only_when_it_makes_them():
     assert "(unchanged)" in second
     assert Tenant.objects.filter(slug="demo").count() == 1
     assert Membership.objects.filter(tenant__slug="demo").count() == 3
+
+
+def test_tess_demo_gives_the_demo_accounts_e_mail_so_approval_links_are_delivered():
+    from django.contrib.auth.models import User
+
+    run("tess_demo")
+    emails = dict(
+        User.objects.filter(username__in=["operator", "approver", "auditor"]).values_list("username", "email")
+    )
+    assert emails == {name: f"{name}@demo.tess.invalid" for name in ("operator", "approver", "auditor")}
+    User.objects.filter(username="approver").update(email="me@example.org")
+    run("tess_demo")  # an address someone set is kept
+    assert User.objects.get(username="approver").email == "me@example.org"

@@ -1,5 +1,5 @@
 """``tess stream`` over a real websocket: live events, resuming from its cursor after the server restarts,
-and a clean exit on Ctrl-C."""
+and a clean exit on Ctrl-C (130, as documented)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_ctrl_c_ends_the_stream_cleanly(cast, tess):
         _, err = process.communicate(timeout=30)
     finally:
         process.kill()
-    assert process.returncode == 0
+    assert process.returncode == 130
     assert "Traceback" not in err
 
 

@@ -13,6 +13,11 @@ from tests.conftest import csrf_token
 PAGE = "/memory/"
 
 
+def visible(html: str) -> str:
+    """The page's text as a reader sees it: tags and their attributes (hidden form values) left out."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
 @pytest.fixture
 def page_client(cast, browser_as, remember, confirm_write):
     remember("lead with sev0", slot="lead")
@@ -26,20 +31,51 @@ def post(client, url, data=None):
     return client.post(url, {**(data or {}), "csrfmiddlewaretoken": client.token})
 
 
+def test_the_page_is_linked_from_every_admin_page(cast, browser_as):
+    page = browser_as(cast.owner).get("/admin/").content.decode()
+    assert '<a href="/memory/">Your memory</a>' in page
+
+
 def test_anonymous_visitors_are_sent_to_the_admin_login(client):
     response = client.get(PAGE)
 
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
-def test_the_page_shows_scope_policy_ceilings_and_where_erasure_lives(cast, page_client):
+def test_the_page_says_in_words_what_each_category_is_for_and_how_long_it_lasts(cast, page_client):
     page = page_client.get(PAGE).content.decode()
 
     assert "Memory: Operator profile" in page
-    for text in ("preferences", "standing_initiative", "pinned_contexts", "12 slots", "30 days", "14 days"):
+    for text in (
+        "Preferences",
+        "Up to 12 notes, kept until you delete them.",
+        "Current focus",
+        "One note, used for 30 days after you last confirm it.",
+        "Pinned items",
+        "Up to 8 notes; each is used for 14 days after you last confirm it.",
+        "at most 8 of your notes (4096 characters)",
+    ):
         assert text in page
-    assert "at most 8 active notes and 4096 characters" in page
-    assert "tess_memory_erase" in page and "all=true" in page
+    text = visible(page)
+    for api_talk in ("/api/v1/", "DELETE ", "all=true", "manage.py", "standing_initiative", "pinned_contexts"):
+        assert api_talk not in text
+
+
+def test_internals_are_only_in_a_collapsed_details_line(cast, page_client):
+    row = OperatorMemory.objects.get()
+    page = page_client.get(PAGE).content.decode()
+    details = page.index('<details class="tess-details-line">')
+    before, inside = visible(page[:details]), page[details : page.index("</details>", details)]
+    for internal in (str(row.memory_id), "salience", row.card_ref, row.source_ref):
+        assert internal not in before and internal in inside
+    assert "<details open" not in page
+
+
+def test_dates_are_machine_readable_for_the_local_time_script(cast, page_client):
+    row = OperatorMemory.objects.get()
+    page = page_client.get(PAGE).content.decode()
+    assert f'<time datetime="{row.reauthorized_at.isoformat()}">' in page
+    assert "tess/local-time.js" in page and "<script>" not in page
 
 
 def test_the_page_shows_every_current_row_with_provenance_and_the_superseded_history(cast, page_client):
@@ -48,9 +84,8 @@ def test_the_page_shows_every_current_row_with_provenance_and_the_superseded_his
 
     assert "lead with sev1" in page and str(row.memory_id) in page
     assert "predecessor: revision 1" in page and row.card_ref in page and row.source_ref in page
-    assert "last used in a prompt" in page and "active" in page
+    assert "Not used in a reply yet." in page and "Kept until you delete it." in page
     history = page[page.index('class="tess-memory-history"') :]
-    assert "<details" in page[: page.index('class="tess-memory-history"') + 30]
     assert "successor revision 2" in history and "lead with sev0" in history
 
 
@@ -60,7 +95,8 @@ def test_an_action_parks_a_card_and_asks_for_confirmation_before_anything_change
     card = Card.objects.get(status="pending")
     assert response.status_code == 302 and response["Location"] == f"/memory/cards/{card.pk}/"
     confirm_page = page_client.get(response["Location"]).content.decode()
-    assert "every superseded revision" in confirm_page and "Confirm" in confirm_page
+    assert "Delete your note in preferences, with every superseded revision of it." in confirm_page
+    assert '<input type="submit" class="default" value="Confirm">' in confirm_page
     assert OperatorMemory.objects.exists()
 
 
@@ -70,7 +106,7 @@ def test_confirming_on_the_page_shows_the_servers_result(cast, page_client):
 
     result = post(page_client, f"/memory/cards/{card.pk}/confirm/").content.decode()
 
-    assert re.search(r'data-outcome="deleted"', result) and "2 rows deleted" in result
+    assert re.search(r'data-outcome="deleted"', result) and "Deleted 2 notes, superseded revisions counted." in result
     assert not OperatorMemory.objects.exists()
 
 

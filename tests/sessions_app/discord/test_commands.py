@@ -64,7 +64,7 @@ def test_status_reports_the_bound_session(cast, interact):
     link(cast.owner, cast.acme, OWNER_ID)
     assert "not bound" in content(interact(command("status", OWNER_ID)))
     bind(session)
-    assert f"({session.pk}): running" in content(interact(command("status", OWNER_ID)))
+    assert f"({session.pk}) is running; 0 events so far." in content(interact(command("status", OWNER_ID)))
 
 
 def test_sessions_lists_only_the_callers_sessions(cast, interact, django_assert_max_num_queries):
@@ -81,6 +81,19 @@ def test_memory_reports_the_callers_note_count(cast, interact):
     answer = interact(command("memory", OWNER_ID)).json()
     assert answer["data"]["flags"] == 64
     assert "0 operator notes" in answer["data"]["content"] or "off" in answer["data"]["content"]
+
+
+def test_one_note_is_counted_in_the_singular(cast, interact):
+    from approvals_app.cards import card_confirm
+    from memory_app.services import memory_propose
+    from tests.conftest import scope_of
+
+    scope = scope_of(cast.owner, cast.acme)
+    card = memory_propose(scope, data={"op": "remember", "category": "preferences", "value": "lead with sev"})
+    card_confirm(scope=scope, card_id=card.pk)
+    link(cast.owner, cast.acme, OWNER_ID)
+    text = interact(command("memory", OWNER_ID)).json()["data"]["content"]
+    assert text.startswith("You have 1 operator note;"), text
 
 
 def test_ask_defers_then_follows_up_through_the_webhook_from_the_outbox(

@@ -17,6 +17,7 @@ from tess_site.accounts.models import Tenant
 from tess_site.scope import Role
 
 DEMO_TENANT = "demo"
+DEMO_MAIL_DOMAIN = "demo.tess.invalid"  # reserved: mail to it can never reach anyone
 DEMO_USERS = [("operator", Role.OPERATOR), ("approver", Role.APPROVER), ("auditor", Role.AUDITOR)]
 
 
@@ -35,6 +36,10 @@ class Command(BaseCommand):
         for username, role in DEMO_USERS:
             user, created = services.user_ensure(username=username)
             services.membership_grant(tenant=tenant, user=user, role=role)
+            if not user.email:
+                # Approval links go by e-mail; the console backend of ``make run`` prints them.
+                user.email = f"{username}@{DEMO_MAIL_DOMAIN}"
+                user.save(update_fields=["email"])
             if created or options["reset_passwords"]:
                 password = secrets.token_urlsafe(12)
                 user.set_password(password)
