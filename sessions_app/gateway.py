@@ -17,7 +17,8 @@ no transaction, lock or database connection is held while a model or a provider 
 
 A failure in this process between the steps writes nothing and frees the key (the caller gets the typed
 error); a process that dies leaves the ``TurnRun`` row, which ``turns_fail_abandoned`` writes into the
-stream as a failed turn after ``TESS_IDEMPOTENCY_LOCK_SECONDS``, when the key may also be retried. Every
+stream as a failed turn once it is older than ``turn_abandoned_after()``; its key may be retried after
+``TESS_IDEMPOTENCY_LOCK_SECONDS``, and only one of two attempts on a key can write (``KeyHold.finish``). Every
 event lands in the session stream, so every bound channel sees the same turn. The ``TurnRun`` row is the
 handle a later Stop marks, and step 2 the place it interrupts.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -159,7 +161,8 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
     answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
     try:
         if answering:
-            # Step 2: live state, recall, prompt and model, with no transaction, lock or connection held.
+            # Step 2: live state, recall, prompt and model, with no transaction or lock held, and the
+            # connection given back before each wait on a provider or the model.
             connection_release()
             _answer(scope, session, intent, text, result, first_turn=not had_turn)
         # Step 3: write the turn whole in one short transaction, or nothing if it was abandoned meanwhile.
@@ -203,6 +206,13 @@ def _forget(turn_id: str) -> None:
         logger.warning("turn %s could not be forgotten; it is failed once it is abandoned", turn_id)
 
 
+def turn_abandoned_after() -> int:
+    """Seconds after which a running turn is taken for dead: never before its key may be taken over
+    (``TESS_IDEMPOTENCY_LOCK_SECONDS``), nor while its model may still answer (its timeout and a margin for
+    the reads around it), so a live turn is not written as failed."""
+    return max(settings.TESS_IDEMPOTENCY_LOCK_SECONDS, settings.TESS_MODEL_TIMEOUT_SECONDS + 30)
+
+
 ABANDONED_TEXT = "Nothing was done: this turn did not finish (the server handling it stopped). Send it again."
 
 
@@ -210,7 +220,7 @@ def turns_fail_abandoned(*, limit: int = 100) -> int:
     """Write the turns whose process died between accepting and writing them as failed (their ``turn.in``,
     a ``turn_failed`` line and a ``turn.out`` saying nothing was done) and forget them. Beat runs it; every
     turn runs it first too, so a retry finds the failed attempt in the stream before its own."""
-    stale = timezone.now() - timedelta(seconds=settings.TESS_IDEMPOTENCY_LOCK_SECONDS)
+    stale = timezone.now() - timedelta(seconds=turn_abandoned_after())
     if not TurnRun.objects.filter(started_at__lt=stale).exists():
         return 0
     failed = 0
@@ -321,9 +331,16 @@ def _unless_the_connection_is_gone(exc: Exception) -> None:
         raise database_unavailable(exc) from exc
 
 
+def _isolated() -> AbstractContextManager[Any]:
+    """Around a read that may fail without failing the turn: a savepoint when a caller's transaction is open
+    (so the failure does not abort it), else nothing, since the read may ask a memory service over the
+    network (plast-mem) and no transaction may be open then."""
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
+
+
 def _recall(scope: Scope, result: TurnResult) -> Recall:
     try:
-        with transaction.atomic():  # its own short transaction (a savepoint inside a caller's)
+        with _isolated():
             recall = recall_for_prompt(scope)
     except MemoryUnavailable as exc:
         _unless_the_connection_is_gone(exc)
@@ -353,7 +370,7 @@ def startup_context(scope: Scope, session: Session, *, first_turn: bool) -> list
     if not first_turn:
         return []
     try:
-        with transaction.atomic():  # as in _recall
+        with _isolated():
             context = operator_memory_plugin().startup_context(scope)
     except Exception as exc:
         _unless_the_connection_is_gone(exc)
@@ -370,6 +387,7 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     adapter = get_model_adapter()
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
+    connection_release()  # the reads above are done: the model's wait holds no connection
     try:
         reply = adapter.complete(
             ModelRequest(prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative)

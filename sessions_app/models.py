@@ -272,7 +272,7 @@ class TurnRun(models.Model):
 
     The row exists only while the turn thinks (recall, prompt, model, providers): the step that writes the
     reply deletes it in the same transaction, so a turn is either written whole or still here. A row older
-    than ``TESS_IDEMPOTENCY_LOCK_SECONDS`` belongs to a process that died or hung: ``turns_fail_abandoned``
+    than ``gateway.turn_abandoned_after()`` belongs to a process that died or hung: ``turns_fail_abandoned``
     writes its ``turn.in`` and a failure into the stream and deletes it. A turn that finds its row gone when
     it comes to write writes nothing; a later Stop is the same move (it removes or marks this row).
     """
