@@ -103,3 +103,16 @@ def test_a_message_is_sent_into_tmux_with_no_transaction_open(cast, api_as, star
         assert response.status_code == 202, response.json()
         assert wait_for(lambda: InboxItem.objects.get(pk=response.json()["inbox_id"]).delivered_seq is not None)
     pump_until(session, "got:hello tmux")
+
+
+def test_starting_attaching_and_detaching_ask_tmux_with_no_transaction_open(cast, api_as, tmux):
+    client = api_as(cast.owner)
+    with no_call_in_transaction():
+        started = post(client, "/api/v1/sessions/", {"provider": "alpha", "title": "work"})
+        assert started.status_code == 201, started.json()
+        session = started.json()["id"]
+        attached = post(client, f"/api/v1/sessions/{session}/attach/", {"mode": "interactive"})
+        assert attached.status_code == 200, attached.json()
+        detached = post(client, f"/api/v1/sessions/{session}/detach/", {})
+        assert detached.status_code == 200 and detached.json() == {"detached": 1}
+    assert Session.objects.get(pk=session).runtime_id in tmux.tmux("list-sessions", "-F", "#{session_id}")
