@@ -235,7 +235,10 @@ def turns_fail_abandoned(*, limit: int = 100) -> int:
                 items=[
                     (stream.EventKind.TURN_IN, turn_in),
                     (stream.EventKind.SYSTEM, stream.system_body(text=ABANDONED_TEXT, code="turn_failed")),
-                    (stream.EventKind.TURN_OUT, stream.turn_out_body(turn_id=run.turn_id, text=ABANDONED_TEXT, recalled_count=0)),
+                    (
+                        stream.EventKind.TURN_OUT,
+                        stream.turn_out_body(turn_id=run.turn_id, text=ABANDONED_TEXT, recalled_count=0),
+                    ),
                 ],
             )
             run.delete()

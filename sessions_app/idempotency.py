@@ -289,7 +289,9 @@ class KeyHold:
         """Store a typed refusal the view raised (its effects, if any, were not written)."""
         self.settled = True
         with transaction.atomic():
-            self._mine().update(state=IdempotencyState.DONE, status_code=exc.status_code, response_body=_error_body(exc))
+            self._mine().update(
+                state=IdempotencyState.DONE, status_code=exc.status_code, response_body=_error_body(exc)
+            )
 
 
 def idempotent_in_steps(method: Handler) -> Handler:

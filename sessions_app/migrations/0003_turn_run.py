@@ -7,25 +7,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0002_session_migration'),
+        ("sessions_app", "0002_session_migration"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TurnRun',
+            name="TurnRun",
             fields=[
-                ('turn_id', models.CharField(max_length=32, primary_key=True, serialize=False)),
-                ('channel', models.CharField(max_length=16)),
-                ('text', models.TextField()),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sessions_app.session')),
+                ("turn_id", models.CharField(max_length=32, primary_key=True, serialize=False)),
+                ("channel", models.CharField(max_length=16)),
+                ("text", models.TextField()),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="sessions_app.session"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['started_at'], name='sessions_ap_started_f74fa9_idx')],
+                "indexes": [models.Index(fields=["started_at"], name="sessions_ap_started_f74fa9_idx")],
             },
         ),
     ]

@@ -1,9 +1,9 @@
 """A local stand-in of an OpenAI-compatible chat-completions server, over real HTTP.
 
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
-``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute), ``empty`` answers with no content; anything else answers
-``stand-in answer to: <the last user message>``, streamed as server-sent events when asked.
-Every request body is kept in ``requests``.
+``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
+``empty`` answers with no content; anything else answers ``stand-in answer to: <the last user message>``,
+streamed as server-sent events when asked. Every request body is kept in ``requests``.
 """
 
 from __future__ import annotations

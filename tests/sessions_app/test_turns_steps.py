@@ -85,10 +85,13 @@ def test_the_guard_sees_a_model_call_inside_a_transaction(cast, api_as, session,
     from sessions_app.gateway import turn_handle
     from tests.conftest import scope_of
 
-    with override_settings(**model_settings(chat_standin, "gpt-5.6-sol")):
-        with pytest.raises(pytest.fail.Exception, match="inside a transaction"), no_call_in_transaction():
-            with transaction.atomic():
-                turn_handle(scope=scope_of(cast.owner, cast.acme), session_id=str(session.pk), text="hello")
+    with (
+        override_settings(**model_settings(chat_standin, "gpt-5.6-sol")),
+        pytest.raises(pytest.fail.Exception, match="inside a transaction"),
+        no_call_in_transaction(),
+        transaction.atomic(),
+    ):
+        turn_handle(scope=scope_of(cast.owner, cast.acme), session_id=str(session.pk), text="hello")
 
 
 def test_while_the_model_thinks_no_connection_is_held_and_a_retry_is_409(
@@ -102,7 +105,8 @@ def test_while_the_model_thinks_no_connection_is_held_and_a_retry_is_409(
         assert wait_for(lambda: chat_standin.requests, timeout=30)
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT state, query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                "SELECT state, query FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
             others = cursor.fetchall()
         assert others == [], "the thinking turn still holds a database connection"
@@ -126,14 +130,18 @@ def test_with_a_pool_of_one_another_request_borrows_the_connection_while_the_mod
     second turn can only run while the first thinks if the first gave it back."""
     connection.close()
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
-    monkeypatch.setitem(connections.settings["default"], "OPTIONS", {"pool": {"min_size": 0, "max_size": 1, "timeout": 10}})
+    monkeypatch.setitem(
+        connections.settings["default"], "OPTIONS", {"pool": {"min_size": 0, "max_size": 1, "timeout": 10}}
+    )
     answers: dict[str, Any] = {}
     try:
         with override_settings(**model_settings(chat_standin, "held")):
             first = in_thread(lambda: answers.update(first=turn(api_as(cast.owner), session, "hello", "k-1")))
             assert wait_for(lambda: len(chat_standin.requests) == 1, timeout=30)
             second = in_thread(lambda: answers.update(second=turn(api_as(cast.owner), session, "hi again", "k-2")))
-            assert wait_for(lambda: len(chat_standin.requests) == 2, timeout=30), "the second turn never got a connection"
+            assert wait_for(lambda: len(chat_standin.requests) == 2, timeout=30), (
+                "the second turn never got a connection"
+            )
             chat_standin.release.set()
             first.join(timeout=60)
             second.join(timeout=60)
@@ -182,8 +190,12 @@ def age_everything() -> None:
 
 @pytest.mark.parametrize(
     ("text", "boundary"),
-    [("hello", "accepted"), ("hello", "writing"), ("remember that I prefer rebases", "accepted"),
-     ("remember that I prefer rebases", "writing")],
+    [
+        ("hello", "accepted"),
+        ("hello", "writing"),
+        ("remember that I prefer rebases", "accepted"),
+        ("remember that I prefer rebases", "writing"),
+    ],
 )
 def test_a_turn_whose_process_dies_before_writing_is_failed_then_retryable(cast, api_as, session, text, boundary):
     client, key = api_as(cast.owner), uuid.uuid4().hex

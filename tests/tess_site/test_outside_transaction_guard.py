@@ -26,19 +26,25 @@ def test_http_and_subprocesses_outside_a_transaction_pass():
 
 
 def test_an_http_request_inside_a_transaction_fails_the_test():
-    with running_chat_standin() as standin:
-        with pytest.raises(pytest.fail.Exception, match="inside a transaction"), no_call_in_transaction():
-            with transaction.atomic():
-                httpx.post(f"{standin.base_url}/chat/completions", json={"model": "m", "messages": []})
+    with (
+        running_chat_standin() as standin,
+        pytest.raises(pytest.fail.Exception, match="inside a transaction"),
+        no_call_in_transaction(),
+        transaction.atomic(),
+    ):
+        httpx.post(f"{standin.base_url}/chat/completions", json={"model": "m", "messages": []})
 
 
 def test_a_subprocess_inside_a_transaction_fails_the_test():
-    with pytest.raises(pytest.fail.Exception, match="subprocess"), no_call_in_transaction():
-        with transaction.atomic():
-            subprocess.run(["true"], check=True)
+    with pytest.raises(pytest.fail.Exception, match="subprocess"), no_call_in_transaction(), transaction.atomic():
+        subprocess.run(["true"], check=True)
 
 
 def test_work_handed_to_a_thread_pool_counts_as_inside_the_submitters_transaction():
-    with pytest.raises(pytest.fail.Exception, match="subprocess"), no_call_in_transaction():
-        with transaction.atomic(), ThreadPoolExecutor(max_workers=1) as pool:
-            pool.submit(subprocess.run, ["true"], check=True).result()
+    with (
+        pytest.raises(pytest.fail.Exception, match="subprocess"),
+        no_call_in_transaction(),
+        transaction.atomic(),
+        ThreadPoolExecutor(max_workers=1) as pool,
+    ):
+        pool.submit(subprocess.run, ["true"], check=True).result()
