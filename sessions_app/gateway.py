@@ -145,7 +145,8 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
     that writes the turn (the REST view stores its idempotency outcome there, Discord queues its reply), so
     the turn and what its channel records about it commit together.
     """
-    if scope.actor is None:
+    actor = scope.actor
+    if actor is None:
         raise InvalidInput("A turn belongs to a person.")
     turns_fail_abandoned()
     # Step 1: accept the turn (access, intent) and record it as running, in a short transaction.
@@ -156,7 +157,7 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
         intent = classify(text)
         result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
         TurnRun.objects.create(
-            turn_id=result.turn_id, session=session, actor=scope.actor, channel=scope.channel.value, text=text
+            turn_id=result.turn_id, session=session, actor=actor, channel=scope.channel.value, text=text
         )
     answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
     try:

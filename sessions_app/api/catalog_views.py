@@ -13,7 +13,7 @@ from approvals_app.api.approval_serializers import ApprovalSerializer
 from tess_site.accounts.api_base import ScopedAPIView
 
 from ..gateway_tools import Invocation, catalog_invoke
-from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent_in_steps
+from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent_in_steps
 
 
 class InvokeSerializer(serializers.Serializer[Any]):
@@ -37,6 +37,7 @@ INVOCATION = inline_serializer(
 
 
 class CatalogInvokeView(ScopedAPIView):
+    idempotency: KeyHold
     @extend_schema(
         request=InvokeSerializer,
         responses={

@@ -16,7 +16,7 @@ from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.api_schema import PROVIDER_ERRORS
 
 from ..gateway import MAX_TURN_CHARS, turn_handle
-from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent_in_steps
+from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent_in_steps
 from ..stream import SCHEMA_DESCRIPTION
 
 
@@ -40,6 +40,7 @@ in the session stream for every bound channel.
 
 
 class SessionTurnsView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(

@@ -15,7 +15,7 @@ from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
-from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent, idempotent_in_steps
+from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
 from .serializers import (
@@ -38,6 +38,7 @@ LIST_LIMIT = 200
 
 
 class SessionListView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
@@ -174,6 +175,7 @@ class SessionMessagesView(ScopedAPIView):
 
 
 class SessionAttachView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(
@@ -197,6 +199,7 @@ class SessionAttachView(ScopedAPIView):
 
 
 class SessionDetachView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(
