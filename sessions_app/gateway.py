@@ -51,7 +51,14 @@ from providers_app.contract import ProviderError
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
-from tess_site.errors import Forbidden, InvalidInput, TessError, database_unavailable, envelope
+from tess_site.errors import (
+    Forbidden,
+    InvalidInput,
+    ServiceUnavailable,
+    TessError,
+    database_unavailable,
+    envelope,
+)
 from tess_site.scope import Role, Scope
 from tess_site.transactions import connection_release
 
@@ -127,9 +134,8 @@ def _check_turn(scope: Scope, session: Session, text: str) -> None:
         raise Forbidden("Turns need the operator role and the session's owner or an operate grant.")
 
 
-class TurnAbandoned(TessError):
+class TurnAbandoned(ServiceUnavailable):
     code = "turn_abandoned"
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_message = "This turn ran too long and was recorded as failed; nothing was done. Send it again."
 
 

@@ -123,30 +123,31 @@ def test_while_the_model_thinks_no_connection_is_held_and_a_retry_is_409(
     assert [kind for kind, _ in stream(session)] == ["turn.in", "turn.out"]
 
 
-def test_with_a_pool_of_one_another_request_borrows_the_connection_while_the_model_thinks(
-    cast, api_as, session, chat_standin, monkeypatch
-):
-    """Django's pool (psycopg_pool): ``close()`` puts the connection back. With one connection in the pool, a
-    second turn can only run while the first thinks if the first gave it back."""
+def test_eight_turns_think_at_once_on_a_pool_of_two_connections(cast, api_as, session, chat_standin, monkeypatch):
+    """Django's pool (psycopg_pool): ``close()`` puts the connection back. With two connections in the pool,
+    eight turns can only all be waiting on the model together if none of them holds one while it waits."""
+    clients = [api_as(cast.owner) for _ in range(8)]
     connection.close()
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
     monkeypatch.setitem(
-        connections.settings["default"], "OPTIONS", {"pool": {"min_size": 0, "max_size": 1, "timeout": 10}}
+        connections.settings["default"], "OPTIONS", {"pool": {"min_size": 0, "max_size": 2, "timeout": 10}}
     )
-    answers: dict[str, Any] = {}
+    answers: dict[int, Any] = {}
+
+    def ask(n: int) -> None:
+        answers[n] = turn(clients[n], session, f"question {n}", f"key-{n}")
+
     try:
         with override_settings(**model_settings(chat_standin, "held")):
-            first = in_thread(lambda: answers.update(first=turn(api_as(cast.owner), session, "hello", "k-1")))
-            assert wait_for(lambda: len(chat_standin.requests) == 1, timeout=30)
-            second = in_thread(lambda: answers.update(second=turn(api_as(cast.owner), session, "hi again", "k-2")))
-            assert wait_for(lambda: len(chat_standin.requests) == 2, timeout=30), (
-                "the second turn never got a connection"
+            threads = [in_thread(lambda n=n: ask(n)) for n in range(8)]
+            assert wait_for(lambda: len(chat_standin.requests) == 8, timeout=60), (
+                f"only {len(chat_standin.requests)} turns reached the model together"
             )
             chat_standin.release.set()
-            first.join(timeout=60)
-            second.join(timeout=60)
-        assert answers["first"].status_code == 200 and answers["second"].status_code == 200
-        assert [kind for kind, _ in stream(session)] == ["turn.in", "turn.out", "turn.in", "turn.out"]
+            for thread in threads:
+                thread.join(timeout=60)
+        assert sorted(n for n, answer in answers.items() if answer.status_code == 200) == list(range(8))
+        assert [kind for kind, _ in stream(session)] == ["turn.in", "turn.out"] * 8
     finally:
         connection.close()
         connection.close_pool()
@@ -246,6 +247,7 @@ def test_a_turn_taken_for_dead_while_it_thinks_writes_nothing(cast, api_as, sess
         assert turns_fail_abandoned() == 1
         chat_standin.release.set()
         first.join(timeout=60)
-    assert answers["first"].status_code == 503 and answers["first"].json()["error"]["code"] == "turn_abandoned"
+    assert answers["first"].status_code == 503 and answers["first"]["Retry-After"]
+    assert answers["first"].json()["error"]["code"] == "turn_abandoned"
     assert [kind for kind, _ in stream(session)] == ["turn.in", "system", "turn.out"]
     assert not IdempotencyRecord.objects.filter(key=key).exists()  # a 5xx frees the key for the retry
