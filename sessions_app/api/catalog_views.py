@@ -38,6 +38,7 @@ INVOCATION = inline_serializer(
 
 class CatalogInvokeView(ScopedAPIView):
     idempotency: KeyHold
+
     @extend_schema(
         request=InvokeSerializer,
         responses={
