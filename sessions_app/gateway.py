@@ -1,10 +1,26 @@
 """The gateway: one operator turn, from any channel (DESIGN.md, "The copilot turn").
 
 A channel (the REST view, which the drawer and the CLI use, and Discord's deferred ask) verifies its
-caller and derives a ``Scope`` from the credential; ``turn_handle`` does the rest: access check → inbound
-``turn.in`` event → deterministic intent under the authority model → operator-memory recall (if served) →
-prompt assembly → model adapter → outbound ``turn.out`` event → audit. Every event lands in the session stream, so every
-bound channel sees the same turn.
+caller and derives a ``Scope`` from the credential; ``turn_handle`` does the rest, in three steps so that
+no transaction, lock or database connection is held while a model or a provider is asked:
+
+1. *Accept* (one short transaction): access check, deterministic intent under the authority model, and a
+   ``TurnRun`` row saying the turn is running (the REST view has committed its idempotency key in flight
+   just before).
+2. *Think* (no transaction; the connection given back to the pool): for answers, the provider's live state,
+   operator-memory recall (if served), the startup context, prompt assembly and the model adapter. Actions
+   (cards, approvals, hand-offs) ask nothing slow and skip it.
+3. *Write* (one short transaction): the ``TurnRun`` row is taken (gone: the turn was abandoned and is
+   already written as failed, so nothing is written), then ``turn.in``, what an action causes (card,
+   approval, hand-off events, after its ``turn.in``), ``system`` lines and ``turn.out``, the audit row, and
+   the channel's own record (``finish``: the idempotency outcome, Discord's reply) commit together.
+
+A failure in this process between the steps writes nothing and frees the key (the caller gets the typed
+error); a process that dies leaves the ``TurnRun`` row, which ``turns_fail_abandoned`` writes into the
+stream as a failed turn once it is older than ``turn_abandoned_after()``; its key may be retried after
+``TESS_IDEMPOTENCY_LOCK_SECONDS``, and only one of two attempts on a key can write (``KeyHold.finish``). Every
+event lands in the session stream, so every bound channel sees the same turn. The ``TurnRun`` row is the
+handle a later Stop marks, and step 2 the place it interrupts.
 
 What a turn may do is decided by ``gateway_intent.classify`` before any model runs: answers (conversation,
 status, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
@@ -15,11 +31,15 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 from rest_framework import status
 
 from approvals_app.handoffs import handoff_create, result_text
@@ -31,8 +51,16 @@ from providers_app.contract import ProviderError
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
-from tess_site.errors import Forbidden, InvalidInput, TessError, database_unavailable, envelope
+from tess_site.errors import (
+    Forbidden,
+    InvalidInput,
+    ServiceUnavailable,
+    TessError,
+    database_unavailable,
+    envelope,
+)
 from tess_site.scope import Role, Scope
+from tess_site.transactions import connection_release
 
 from . import selectors, stream
 from .gateway_intent import Intent, IntentClass, classify
@@ -40,7 +68,7 @@ from .gateway_prompt import prompt_assemble, standing_initiative_of
 from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
-from .models import Session, SessionEvent
+from .models import Session, SessionEvent, TurnRun
 from .services import session_terminate
 
 logger = logging.getLogger(__name__)
@@ -106,41 +134,123 @@ def _check_turn(scope: Scope, session: Session, text: str) -> None:
         raise Forbidden("Turns need the operator role and the session's owner or an operate grant.")
 
 
-def turn_handle(*, scope: Scope, session_id: str, text: str) -> TurnResult:
+class TurnAbandoned(ServiceUnavailable):
+    code = "turn_abandoned"
+    default_message = "This turn ran too long and was recorded as failed; nothing was done. Send it again."
+
+
+TurnFinish = Callable[[TurnResult], None]
+
+
+def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish | None = None) -> TurnResult:
     """Handle one turn of ``scope``'s actor in a session; raise only for a turn that is not accepted at all
-    (404, 403, 400).
+    (404, 403, 400), or that could not be written (503).
 
     ``scope`` comes from the channel's verified credential (a token, a browser session, a Discord signature
-    plus a linked identity), never from the message itself.
+    plus a linked identity), never from the message itself. ``finish(result)`` runs inside the transaction
+    that writes the turn (the REST view stores its idempotency outcome there, Discord queues its reply), so
+    the turn and what its channel records about it commit together.
     """
-    if scope.actor is None:
+    actor = scope.actor
+    if actor is None:
         raise InvalidInput("A turn belongs to a person.")
-    session, had_turn = selectors.access_session_for_turn(scope=scope, session_id=session_id)
-    scope = scope.for_session(str(session.pk))
-    _check_turn(scope, session, text)
-    intent = classify(text)
-    result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
-    # Joins the caller's transaction when there is one (the REST view's, with its idempotency record), so
-    # the turn's events, audit row and stored response commit together, without a savepoint.
-    with transaction.atomic(savepoint=False):
-        if intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS):
-            # Answers append all their events in one batch after the model ran: the session row is not
-            # held across the model call, and turn.in still precedes turn.out in the stream.
+    turns_fail_abandoned()
+    # Step 1: accept the turn (access, intent) and record it as running, in a short transaction.
+    with transaction.atomic():
+        session, had_turn = selectors.access_session_for_turn(scope=scope, session_id=session_id)
+        scope = scope.for_session(str(session.pk))
+        _check_turn(scope, session, text)
+        intent = classify(text)
+        result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
+        TurnRun.objects.create(
+            turn_id=result.turn_id, session=session, actor=actor, channel=scope.channel.value, text=text
+        )
+    answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
+    try:
+        if answering:
+            # Step 2: live state, recall, prompt and model, with no transaction or lock held, and the
+            # connection given back before each wait on a provider or the model.
+            connection_release()
             _answer(scope, session, intent, text, result, first_turn=not had_turn)
-            rows = events_append(session_id=session.pk, items=[_turn_in(scope, text, result), *_turn_out(result)])
-        else:
-            # Actions append turn.in first: what they cause (card, approval, hand-off events) follows it.
-            first = event_append(
-                session_id=session.pk, kind=stream.EventKind.TURN_IN, body=_turn_in(scope, text, result)[1]
-            )
-            result.memory_scope = memory_scope_for(scope)
-            _act(scope, session, intent, text, result)
-            events_append(session_id=session.pk, items=_turn_out(result))
-            # The session row stays locked until commit, so nothing else interleaves with this turn's events.
-            rows = list(SessionEvent.objects.filter(session_id=session.pk, seq__gte=first.seq).order_by("seq"))
-        _audit(scope, session, intent, result)
-        result.events = [stream.frame(seq=e.seq, kind=e.kind, ts=e.ts.isoformat(), body=e.body) for e in rows]
+        # Step 3: write the turn whole in one short transaction, or nothing if it was abandoned meanwhile.
+        with transaction.atomic():
+            _claim(result.turn_id)
+            if answering:
+                rows = events_append(session_id=session.pk, items=[_turn_in(scope, text, result), *_turn_out(result)])
+            else:
+                # Actions append turn.in first: what they cause (card, approval, hand-off events) follows it.
+                first = event_append(
+                    session_id=session.pk, kind=stream.EventKind.TURN_IN, body=_turn_in(scope, text, result)[1]
+                )
+                result.memory_scope = memory_scope_for(scope)
+                _act(scope, session, intent, text, result)
+                events_append(session_id=session.pk, items=_turn_out(result))
+                # The session row stays locked until commit, so nothing else interleaves with this turn's events.
+                rows = list(SessionEvent.objects.filter(session_id=session.pk, seq__gte=first.seq).order_by("seq"))
+            _audit(scope, session, intent, result)
+            result.events = [stream.frame(seq=e.seq, kind=e.kind, ts=e.ts.isoformat(), body=e.body) for e in rows]
+            if finish is not None:
+                finish(result)
+    except BaseException:
+        _forget(result.turn_id)
+        raise
     return result
+
+
+def _claim(turn_id: str) -> None:
+    """Take the running turn's record in the transaction that writes it; gone means it was abandoned."""
+    deleted, _ = TurnRun.objects.filter(pk=turn_id).delete()
+    if not deleted:
+        raise TurnAbandoned()
+
+
+def _forget(turn_id: str) -> None:
+    """A turn that failed in this process wrote nothing: drop its record (best effort; else it is swept)."""
+    try:
+        with transaction.atomic():
+            TurnRun.objects.filter(pk=turn_id).delete()
+    except DatabaseError:
+        logger.warning("turn %s could not be forgotten; it is failed once it is abandoned", turn_id)
+
+
+def turn_abandoned_after() -> int:
+    """Seconds after which a running turn is taken for dead: never before its key may be taken over
+    (``TESS_IDEMPOTENCY_LOCK_SECONDS``), nor while its model may still answer (its timeout and a margin for
+    the reads around it), so a live turn is not written as failed."""
+    return max(settings.TESS_IDEMPOTENCY_LOCK_SECONDS, settings.TESS_MODEL_TIMEOUT_SECONDS + 30)
+
+
+ABANDONED_TEXT = "Nothing was done: this turn did not finish (the server handling it stopped). Send it again."
+
+
+def turns_fail_abandoned(*, limit: int = 100) -> int:
+    """Write the turns whose process died between accepting and writing them as failed (their ``turn.in``,
+    a ``turn_failed`` line and a ``turn.out`` saying nothing was done) and forget them. Beat runs it; every
+    turn runs it first too, so a retry finds the failed attempt in the stream before its own."""
+    stale = timezone.now() - timedelta(seconds=turn_abandoned_after())
+    if not TurnRun.objects.filter(started_at__lt=stale).exists():
+        return 0
+    failed = 0
+    for _ in range(limit):
+        with transaction.atomic():
+            run = TurnRun.objects.select_for_update(skip_locked=True).filter(started_at__lt=stale).first()
+            if run is None:
+                break
+            turn_in = stream.turn_in_body(turn_id=run.turn_id, channel=run.channel, text=run.text)
+            events_append(
+                session_id=run.session_id,
+                items=[
+                    (stream.EventKind.TURN_IN, turn_in),
+                    (stream.EventKind.SYSTEM, stream.system_body(text=ABANDONED_TEXT, code="turn_failed")),
+                    (
+                        stream.EventKind.TURN_OUT,
+                        stream.turn_out_body(turn_id=run.turn_id, text=ABANDONED_TEXT, recalled_count=0),
+                    ),
+                ],
+            )
+            run.delete()
+            failed += 1
+    return failed
 
 
 def _turn_in(scope: Scope, text: str, result: TurnResult) -> tuple[stream.EventKind, Any]:
@@ -224,16 +334,23 @@ def live_state(scope: Scope, session: Session, intent: IntentClass) -> dict[str,
 
 
 def _unless_the_connection_is_gone(exc: Exception) -> None:
-    """A read that may fail without failing the turn failed. If the turn's own transaction can no longer go on
-    (the connection was dropped, or its savepoint could not be rolled back), the turn cannot be answered either:
-    raise the typed 503 now, rather than fail later on a dead transaction with an untyped error."""
+    """A read that may fail without failing the turn failed. If the connection can no longer go on (it was
+    dropped, or a caller's transaction could not be rolled back to the savepoint), the turn cannot be written
+    either: raise the typed 503 now, rather than fail later on a dead connection with an untyped error."""
     if connection.needs_rollback or not connection.is_usable():
         raise database_unavailable(exc) from exc
 
 
+def _isolated() -> AbstractContextManager[Any]:
+    """Around a read that may fail without failing the turn: a savepoint when a caller's transaction is open
+    (so the failure does not abort it), else nothing, since the read may ask a memory service over the
+    network (plast-mem) and no transaction may be open then."""
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
+
+
 def _recall(scope: Scope, result: TurnResult) -> Recall:
     try:
-        with transaction.atomic():  # a savepoint: a failed read must not abort the turn's transaction
+        with _isolated():
             recall = recall_for_prompt(scope)
     except MemoryUnavailable as exc:
         _unless_the_connection_is_gone(exc)
@@ -263,7 +380,7 @@ def startup_context(scope: Scope, session: Session, *, first_turn: bool) -> list
     if not first_turn:
         return []
     try:
-        with transaction.atomic():  # a savepoint, as in _recall
+        with _isolated():
             context = operator_memory_plugin().startup_context(scope)
     except Exception as exc:
         _unless_the_connection_is_gone(exc)
@@ -280,6 +397,7 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     adapter = get_model_adapter()
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
+    connection_release()  # the reads above are done: the model's wait holds no connection
     try:
         reply = adapter.complete(
             ModelRequest(prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative)

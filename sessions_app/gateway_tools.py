@@ -12,14 +12,19 @@ operator is working in, and:
    registered executor runs it once, after an approver approved); ``mos`` hands the request to Mos;
 5. audits the invocation (ids and codes only) and, with a session, notes it in the session's stream.
 
+A ``tess`` tool runs with no transaction open (it may wait on a provider, git or an MCP server); the
+approval or hand-off of step 4 and the record of step 5 are one short transaction.
+
 A tool that fails after step 2 is recorded (audit and stream) and answered with its typed error.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from rest_framework import status as http
 
 from approvals_app.approvals import approval_request
@@ -69,11 +74,18 @@ class Invocation:
         }
 
 
-def catalog_invoke(scope: Scope, *, tool_id: str, data: object, session_id: str | None = None) -> Invocation:
+InvocationFinish = Callable[[Invocation], None]
+
+
+def catalog_invoke(
+    scope: Scope, *, tool_id: str, data: object, session_id: str | None = None, finish: InvocationFinish | None = None
+) -> Invocation:
     """Invoke catalog tool ``tool_id`` with input ``data`` as the scope's actor (see the module docstring).
 
     Raises for requests that are not accepted at all (404 unknown tool or session, 403, 400 bad input);
-    anything after that is recorded and returned in ``Invocation.error``.
+    anything after that is recorded and returned in ``Invocation.error``. A ``tess`` tool's operation (which
+    may ask a provider, a repository or an MCP server) runs outside any transaction of this call; the record
+    (audit, stream) and ``finish(invocation)`` (the REST view's idempotency outcome) commit together after it.
     """
     entry = catalog_entry(tool_id)
     if scope.actor is None or not scope.has_role(Role.OPERATOR):
@@ -83,20 +95,28 @@ def catalog_invoke(scope: Scope, *, tool_id: str, data: object, session_id: str 
         scope = scope.for_session(str(session.pk))
     params = validate_input(entry, data)
     invocation = Invocation(entry=entry)
-    try:
-        if entry.authority is Authority.TESS:
+    if entry.authority is Authority.TESS:
+        try:
             invocation.result = _run(scope, entry, params)
             invocation.status = "done"
-        elif entry.authority is Authority.HUMAN_APPROVAL:
-            invocation.approval = _ask_approval(scope, entry, params, session)
-            invocation.status = "approval_requested"
-        else:
-            invocation.handoff = _hand_off(scope, entry, params, session)
-            invocation.status = "handed_off"
-    except TessError as exc:
-        invocation.error = exc
-        invocation.status = "refused"
-    _record(scope, invocation, session)
+        except TessError as exc:
+            invocation.error = exc
+            invocation.status = "refused"
+    with transaction.atomic():
+        if entry.authority is not Authority.TESS:
+            try:
+                if entry.authority is Authority.HUMAN_APPROVAL:
+                    invocation.approval = _ask_approval(scope, entry, params, session)
+                    invocation.status = "approval_requested"
+                else:
+                    invocation.handoff = _hand_off(scope, entry, params, session)
+                    invocation.status = "handed_off"
+            except TessError as exc:
+                invocation.error = exc
+                invocation.status = "refused"
+        _record(scope, invocation, session)
+        if finish is not None:
+            finish(invocation)
     return invocation
 
 

@@ -15,6 +15,22 @@
   by an earlier version is taken over after ``TESS_IDEMPOTENCY_LOCK_SECONDS``.
 
 Use it as a decorator on a ``ScopedAPIView`` method: ``@idempotent``.
+
+A view that calls a model, a provider or another service over the network must not hold a transaction (nor
+its database connection) while it waits: ``@idempotent_in_steps`` keeps the same answers with the work in
+short transactions of its own.
+
+1. The key is taken and committed *in flight* in a short transaction of its own (the advisory lock only
+   lives that long); a retry meanwhile still gets 409, since it finds the committed in-flight record.
+2. The view runs outside any transaction, with the request's database connection given back
+   (``tess_site.transactions.connection_release``), and does its slow calls there.
+3. The view writes its effect in one short transaction and calls ``view.idempotency.finish(status, body)``
+   inside it, so the effect and the stored outcome commit together. ``finish`` only moves a record this
+   request still holds (it was not taken over meanwhile); otherwise it raises the 409 and the effect rolls back.
+
+Validation failures and server errors free the key as before, and a typed refusal raised by the view is
+stored. A request that dies between the steps leaves its record in flight: a retry gets 409 until
+``TESS_IDEMPOTENCY_LOCK_SECONDS`` passed, then takes the key over and runs afresh.
 """
 
 from __future__ import annotations
@@ -22,13 +38,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter
@@ -40,11 +58,13 @@ from rest_framework.response import Response
 from tess_site.errors import TessError, envelope
 from tess_site.rows import hot_cursor
 from tess_site.scope import Scope
+from tess_site.transactions import connection_release
 
 from .models import IdempotencyRecord, IdempotencyState
 
 KEY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotency-Replayed"
+logger = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
@@ -231,6 +251,90 @@ def idempotent(method: Handler) -> Handler:
             if taken and exc.status_code < 500 and not _is_validation_failure(exc):
                 _store_refusal(scope, key, fingerprint, exc)
             raise
+
+    return wrapper
+
+
+@dataclass
+class KeyHold:
+    """An in-flight record committed by ``@idempotent_in_steps``: this request holds it while it has the
+    ``claimed_at`` it was committed (or taken over) with."""
+
+    record_id: int
+    claimed_at: datetime
+    settled: bool = False
+
+    def _mine(self) -> Any:
+        return IdempotencyRecord.objects.filter(
+            pk=self.record_id, state=IdempotencyState.IN_FLIGHT, created_at=self.claimed_at
+        )
+
+    def finish(self, status_code: int, body: Any) -> None:
+        """Store the outcome inside the transaction that writes the effect; 409 if a retry took the key over."""
+        assert connection.in_atomic_block, "finish in the transaction that writes the effect"
+        self.settled = True
+        if self._mine().update(state=IdempotencyState.DONE, status_code=status_code, response_body=body) != 1:
+            raise IdempotencyInFlight()
+
+    def free(self) -> None:
+        """Forget the key (validation failures, server errors): best effort, a dead database leaves it stale."""
+        self.settled = True
+        try:
+            with transaction.atomic():
+                self._mine().delete()
+        except DatabaseError:
+            logger.warning("idempotency record %s stays in flight until it is taken over", self.record_id)
+
+    def refuse(self, exc: TessError | APIException) -> None:
+        """Store a typed refusal the view raised (its effects, if any, were not written)."""
+        self.settled = True
+        with transaction.atomic():
+            self._mine().update(
+                state=IdempotencyState.DONE, status_code=exc.status_code, response_body=_error_body(exc)
+            )
+
+
+def idempotent_in_steps(method: Handler) -> Handler:
+    """Like ``@idempotent``, for a handler that waits on a model, provider or other service: the key is
+    committed in flight first, the handler runs outside any transaction and stores its outcome with
+    ``self.idempotency.finish(...)`` in the transaction that writes its effect (see the module docstring)."""
+
+    @functools.wraps(method)
+    def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        scope: Scope = view.scope
+        key = request.headers.get(KEY_HEADER, "")
+        if not _KEY_RE.match(key):
+            raise IdempotencyKeyRequired()
+        fingerprint = request_fingerprint(request._request)
+        with transaction.atomic():
+            record_id, replay = _begin(scope, key, fingerprint)
+            if replay is not None:
+                return replay
+            assert record_id is not None
+            claimed_at = IdempotencyRecord.objects.filter(pk=record_id).values_list("created_at", flat=True).get()
+        hold = KeyHold(record_id=record_id, claimed_at=claimed_at)
+        view.idempotency = hold
+        connection_release()
+        try:
+            response = method(view, request, *args, **kwargs)
+        except (TessError, APIException) as exc:
+            if not hold.settled:
+                if exc.status_code < 500 and not _is_validation_failure(exc):
+                    hold.refuse(exc)
+                else:
+                    hold.free()
+            raise
+        except BaseException:
+            if not hold.settled:
+                hold.free()
+            raise
+        if not hold.settled:
+            if response.status_code < 500 and response.status_code != status.HTTP_400_BAD_REQUEST:
+                with transaction.atomic():
+                    hold.finish(response.status_code, response.data)
+            else:
+                hold.free()
+        return response
 
     return wrapper
 

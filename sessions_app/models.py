@@ -265,3 +265,27 @@ class SessionMigration(models.Model):
 
     def __str__(self) -> str:
         return f"migration {self.pk}: {self.source_id} → {self.target_id} ({self.status})"
+
+
+class TurnRun(models.Model):
+    """A copilot turn between its first step (accepted) and its last (written), outside any transaction.
+
+    The row exists only while the turn thinks (recall, prompt, model, providers): the step that writes the
+    reply deletes it in the same transaction, so a turn is either written whole or still here. A row older
+    than ``gateway.turn_abandoned_after()`` belongs to a process that died or hung: ``turns_fail_abandoned``
+    writes its ``turn.in`` and a failure into the stream and deletes it. A turn that finds its row gone when
+    it comes to write writes nothing; a later Stop is the same move (it removes or marks this row).
+    """
+
+    turn_id = models.CharField(max_length=32, primary_key=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=16)
+    text = models.TextField()
+    started_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["started_at"])]
+
+    def __str__(self) -> str:
+        return f"turn {self.turn_id}"

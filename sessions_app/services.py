@@ -1,14 +1,18 @@
 """The session coordinator: every write to sessions, their stream, attachments, inbox and grants.
 
 Functions take a server-derived ``Scope`` (keyword-only). Provider calls that can block (send, pump)
-run in tasks (``tasks.py``), which call the ``*_deliver``/``*_pump`` functions here with ids.
+run in tasks (``tasks.py``), which call the ``*_deliver``/``*_pump`` functions here with ids. No provider
+call runs inside a transaction: the services that call one inline (start, adopt, attach, detach) call it
+before or after their one short transaction, and take ``finish`` (run inside that transaction with its
+result) for the REST view's idempotency outcome, so the effect and the stored answer commit together.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -51,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 4000
 
+T = TypeVar("T")
+Finish = Callable[[T], None] | None
+
 
 # --- sessions: start, adopt, discover ---------------------------------------------------------------
 
@@ -63,7 +70,9 @@ def _check_instance(scope: Scope, instance: str) -> None:
         raise NotFound(f"No runtime provider instance named {instance!r}.")
 
 
-def _bind(*, scope: Scope, owner: User, runtime: RuntimeSession, title: str, action: str) -> Session:
+def _bind(
+    *, scope: Scope, owner: User, runtime: RuntimeSession, title: str, action: str, finish: Finish[Session] = None
+) -> Session:
     try:
         with transaction.atomic():
             session = Session.objects.create(
@@ -83,6 +92,8 @@ def _bind(*, scope: Scope, owner: User, runtime: RuntimeSession, title: str, act
                 outcome="ok",
                 metadata={"instance": runtime.ref.instance, "owner_id": owner.pk},
             )
+            if finish is not None:
+                finish(session)
     except IntegrityError as exc:
         raise Conflict("That runtime session is already bound to a Tess session.") from exc
     return session
@@ -93,7 +104,7 @@ def session_bind_started(*, scope: Scope, owner: User, runtime: RuntimeSession, 
     return _bind(scope=scope, owner=owner, runtime=runtime, title=title, action="session.bootstrap")
 
 
-def session_start(*, scope: Scope, instance: str, title: str) -> Session:
+def session_start(*, scope: Scope, instance: str, title: str, finish: Finish[Session] = None) -> Session:
     """Start a runtime session with the instance's configured command and bind it to the caller.
 
     A client never supplies a command: running anything else is the catalog's runtime bootstrap, which
@@ -103,7 +114,7 @@ def session_start(*, scope: Scope, instance: str, title: str) -> Session:
         raise Forbidden("Starting a session needs the operator role.")
     _check_instance(scope, instance)
     runtime = get_provider(instance).start_session(scope, title=title)
-    return _bind(scope=scope, owner=scope.actor, runtime=runtime, title=title, action="session.start")
+    return _bind(scope=scope, owner=scope.actor, runtime=runtime, title=title, action="session.start", finish=finish)
 
 
 def runtime_discovered(*, scope: Scope) -> list[RuntimeSession]:
@@ -121,7 +132,9 @@ def runtime_discovered(*, scope: Scope) -> list[RuntimeSession]:
     return found
 
 
-def session_adopt(*, scope: Scope, instance: str, runtime_id: str, assignee: str, title: str = "") -> Session:
+def session_adopt(
+    *, scope: Scope, instance: str, runtime_id: str, assignee: str, title: str = "", finish: Finish[Session] = None
+) -> Session:
     """A tenant admin binds a discovered runtime session to an operator of the tenant."""
     if not scope.has_role(Role.ADMIN):
         raise Forbidden("Only tenant admins adopt runtime sessions.")
@@ -136,7 +149,7 @@ def session_adopt(*, scope: Scope, instance: str, runtime_id: str, assignee: str
     runtime = next((r for r in get_provider(instance).list_sessions(scope) if r.ref.runtime_id == runtime_id), None)
     if runtime is None:
         raise NotFound("No such runtime session on that instance.")
-    return _bind(scope=scope, owner=owner, runtime=runtime, title=title, action="session.adopt")
+    return _bind(scope=scope, owner=owner, runtime=runtime, title=title, action="session.adopt", finish=finish)
 
 
 # --- grants -----------------------------------------------------------------------------------------
@@ -192,7 +205,9 @@ def ingress_bind(*, scope: Scope, session_id: object, channel: str, external_ref
 # --- attachments --------------------------------------------------------------------------------------
 
 
-def session_attach(*, scope: Scope, session_id: object, mode: AttachMode) -> RuntimeAttachment:
+def session_attach(
+    *, scope: Scope, session_id: object, mode: AttachMode, finish: Finish[RuntimeAttachment] = None
+) -> RuntimeAttachment:
     """Attach the caller; ``interactive`` needs the right to operate and a provider that allows it."""
     session = selectors.access_session(scope=scope, session_id=session_id)
     if session.status != SessionStatus.RUNNING:
@@ -212,10 +227,12 @@ def session_attach(*, scope: Scope, session_id: object, mode: AttachMode) -> Run
             outcome="ok",
             metadata={"mode": str(mode), "attachment_id": attachment.pk},
         )
+        if finish is not None:
+            finish(attachment)
     return attachment
 
 
-def session_detach(*, scope: Scope, session_id: object) -> int:
+def session_detach(*, scope: Scope, session_id: object, finish: Finish[int] = None) -> int:
     """End the caller's attachments; returns how many ended."""
     session = selectors.access_session(scope=scope, session_id=session_id)
     with transaction.atomic():
@@ -230,6 +247,8 @@ def session_detach(*, scope: Scope, session_id: object) -> int:
             outcome="ok",
             metadata={"ended": ended},
         )
+        if finish is not None:
+            finish(ended)
     if not selectors.active_attachments(session=session).exists():
         try:
             get_provider(session.provider_instance).detach(session.runtime_ref, scope)

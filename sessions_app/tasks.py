@@ -17,6 +17,7 @@ from providers_app.contract import ProviderUnavailable
 from tess_site.leases import new_worker_id
 
 from . import services
+from .gateway import turns_fail_abandoned
 from .idempotency import idempotency_purge
 from .outbox import outbox_deliver
 from .wakeups import DELIVER_INBOX_ITEM, DELIVER_OUTBOX_ITEM
@@ -73,6 +74,12 @@ def requeue_due_work() -> int:
 def purge_idempotency_records() -> int:
     """Periodic: idempotency keys are kept 24 hours, then forgotten."""
     return idempotency_purge()
+
+
+@shared_task(name="sessions_app.tasks.fail_abandoned_turns", ignore_result=True)
+def fail_abandoned_turns() -> int:
+    """Periodic: a turn whose process died before writing it is written into its stream as failed."""
+    return turns_fail_abandoned()
 
 
 @shared_task(name=DELIVER_OUTBOX_ITEM, ignore_result=True)

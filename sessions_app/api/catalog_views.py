@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from approvals_app.api.approval_serializers import ApprovalSerializer
 from tess_site.accounts.api_base import ScopedAPIView
 
-from ..gateway_tools import catalog_invoke
-from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
+from ..gateway_tools import Invocation, catalog_invoke
+from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent_in_steps
 
 
 class InvokeSerializer(serializers.Serializer[Any]):
@@ -37,6 +37,8 @@ INVOCATION = inline_serializer(
 
 
 class CatalogInvokeView(ScopedAPIView):
+    idempotency: KeyHold
+
     @extend_schema(
         request=InvokeSerializer,
         responses={
@@ -53,7 +55,7 @@ class CatalogInvokeView(ScopedAPIView):
             "with a Mos hand-off. Needs the operator role. Every invocation is audited."
         ),
     )
-    @idempotent
+    @idempotent_in_steps
     def post(self, request: Request, tool_id: str) -> Response:
         body = InvokeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -63,6 +65,13 @@ class CatalogInvokeView(ScopedAPIView):
             tool_id=tool_id,
             data=body.validated_data["input"],
             session_id=str(session) if session is not None else None,
+            # A tool may wait on a provider or an MCP server: no transaction is held while it runs, and the
+            # stored outcome commits with the invocation's record.
+            finish=lambda done: self.idempotency.finish(done.http_status, _body(done)),
         )
-        approval = ApprovalSerializer(invocation.approval).data if invocation.approval is not None else None
-        return Response(invocation.body(approval), status=invocation.http_status)
+        return Response(_body(invocation), status=invocation.http_status)
+
+
+def _body(invocation: Invocation) -> dict[str, Any]:
+    approval = ApprovalSerializer(invocation.approval).data if invocation.approval is not None else None
+    return invocation.body(approval)

@@ -1,4 +1,7 @@
-"""The copilot turn over REST: a thin view that hands the request's scope and text to the gateway."""
+"""The copilot turn over REST: a thin view that hands the request's scope and text to the gateway.
+
+The view holds no transaction while the turn runs (``@idempotent_in_steps``, ``gateway.turn_handle``).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.api_schema import PROVIDER_ERRORS
 
 from ..gateway import MAX_TURN_CHARS, turn_handle
-from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
+from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent_in_steps
 from ..stream import SCHEMA_DESCRIPTION
 
 
@@ -37,6 +40,7 @@ in the session stream for every bound channel.
 
 
 class SessionTurnsView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(
@@ -48,9 +52,15 @@ class SessionTurnsView(ScopedAPIView):
         parameters=[IDEMPOTENCY_PARAMETER],
         description=TURN_DESCRIPTION.strip() + "\n\n" + SCHEMA_DESCRIPTION,
     )
-    @idempotent
+    @idempotent_in_steps
     def post(self, request: Request, session_id: str) -> Response:
         data = TurnSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        result = turn_handle(scope=self.scope, session_id=session_id, text=data.validated_data["text"])
+        result = turn_handle(
+            scope=self.scope,
+            session_id=session_id,
+            text=data.validated_data["text"],
+            # The stored outcome commits with the turn's events: a key is never done for a turn not written.
+            finish=lambda done: self.idempotency.finish(done.http_status, done.body()),
+        )
         return Response(result.body(), status=result.http_status)

@@ -15,8 +15,8 @@ from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
-from ..idempotency import IDEMPOTENCY_PARAMETER, idempotent
-from ..models import AttachMode
+from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
+from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
 from .serializers import (
     AttachmentSerializer,
@@ -38,6 +38,7 @@ LIST_LIMIT = 200
 
 
 class SessionListView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
@@ -55,7 +56,7 @@ class SessionListView(ScopedAPIView):
             "for an `assignee` by naming its `runtime_id`.\n\n" + SCHEMA_DESCRIPTION
         ),
     )
-    @idempotent
+    @idempotent_in_steps
     def post(self, request: Request) -> Response:
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -67,10 +68,16 @@ class SessionListView(ScopedAPIView):
                 runtime_id=values["runtime_id"],
                 assignee=values["assignee"],
                 title=values["title"],
+                finish=self._created,
             )
         else:
-            session = services.session_start(scope=self.scope, instance=values["provider"], title=values["title"])
+            session = services.session_start(
+                scope=self.scope, instance=values["provider"], title=values["title"], finish=self._created
+            )
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    def _created(self, session: Session) -> None:
+        self.idempotency.finish(status.HTTP_201_CREATED, SessionSerializer(session).data)
 
 
 class DiscoveredView(ScopedAPIView):
@@ -197,6 +204,7 @@ class SessionMessagesView(ScopedAPIView):
 
 
 class SessionAttachView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(
@@ -206,17 +214,21 @@ class SessionAttachView(ScopedAPIView):
         description="Attach `read_only` (the default) or `interactive`; an attachment ends on detach or "
         "after `TESS_ATTACH_IDLE_SECONDS` without input.",
     )
-    @idempotent
+    @idempotent_in_steps
     def post(self, request: Request, session_id: str) -> Response:
         data = AttachSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attachment = services.session_attach(
-            scope=self.scope, session_id=session_id, mode=AttachMode(data.validated_data["mode"])
+            scope=self.scope,
+            session_id=session_id,
+            mode=AttachMode(data.validated_data["mode"]),
+            finish=lambda done: self.idempotency.finish(status.HTTP_200_OK, AttachmentSerializer(done).data),
         )
         return Response(AttachmentSerializer(attachment).data)
 
 
 class SessionDetachView(ScopedAPIView):
+    idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
     @extend_schema(
@@ -226,9 +238,13 @@ class SessionDetachView(ScopedAPIView):
         ),
         parameters=[IDEMPOTENCY_PARAMETER],
     )
-    @idempotent
+    @idempotent_in_steps
     def post(self, request: Request, session_id: str) -> Response:
-        ended = services.session_detach(scope=self.scope, session_id=session_id)
+        ended = services.session_detach(
+            scope=self.scope,
+            session_id=session_id,
+            finish=lambda done: self.idempotency.finish(status.HTTP_200_OK, {"detached": done}),
+        )
         return Response({"detached": ended})
 
 

@@ -296,6 +296,10 @@ CELERY_BEAT_SCHEDULE.update(
         "sessions-pump": {"task": "sessions_app.tasks.pump_sessions", "schedule": TESS_PUMP_INTERVAL_MS / 1000},
         "sessions-requeue-due": {"task": "sessions_app.tasks.requeue_due_work", "schedule": 15.0},
         "sessions-purge-idempotency": {"task": "sessions_app.tasks.purge_idempotency_records", "schedule": 3600.0},
+        "sessions-fail-abandoned-turns": {
+            "task": "sessions_app.tasks.fail_abandoned_turns",
+            "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),
+        },
     }
 )
 # `make run` sets TESS_DEMO_SESSION=1: a "demo" tmux instance on a private socket under var/ whose command

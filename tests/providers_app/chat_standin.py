@@ -1,9 +1,9 @@
 """A local stand-in of an OpenAI-compatible chat-completions server, over real HTTP.
 
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
-``slow_seconds`` before answering, ``empty`` answers with no content; anything else answers
-``stand-in answer to: <the last user message>``, streamed as server-sent events when asked.
-Every request body is kept in ``requests``.
+``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
+``empty`` answers with no content; anything else answers ``stand-in answer to: <the last user message>``,
+streamed as server-sent events when asked. Every request body is kept in ``requests``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class ChatStandIn:
     def __init__(self, slow_seconds: float = 3.0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.slow_seconds = slow_seconds
+        self.release = threading.Event()
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,6 +61,8 @@ class ChatStandIn:
             return
         if model == "slow":
             time.sleep(self.slow_seconds)
+        if model == "held":
+            self.release.wait(timeout=60)
         users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
         text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
         if body.get("stream"):
