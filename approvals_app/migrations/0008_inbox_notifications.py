@@ -7,44 +7,71 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0001_initial'),
-        ('approvals_app', '0007_audit_moved'),
+        ("accounts", "0001_initial"),
+        ("approvals_app", "0007_audit_moved"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='InboxPreferences',
+            name="InboxPreferences",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('browser', models.BooleanField(default=True, help_text='A browser notification from an open drawer.')),
-                ('webpush', models.BooleanField(default=True, help_text='Web Push to the browsers this person subscribed.')),
-                ('email', models.BooleanField(default=False, help_text="An e-mail to the person's address.")),
-                ('discord', models.BooleanField(default=False, help_text='A Discord direct message to the linked account.')),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.tenant')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("browser", models.BooleanField(default=True, help_text="A browser notification from an open drawer.")),
+                (
+                    "webpush",
+                    models.BooleanField(default=True, help_text="Web Push to the browsers this person subscribed."),
+                ),
+                ("email", models.BooleanField(default=False, help_text="An e-mail to the person's address.")),
+                (
+                    "discord",
+                    models.BooleanField(default=False, help_text="A Discord direct message to the linked account."),
+                ),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="accounts.tenant"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'inbox preferences',
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'user'), name='inbox_prefs_one_per_member')],
+                "verbose_name_plural": "inbox preferences",
+                "constraints": [models.UniqueConstraint(fields=("tenant", "user"), name="inbox_prefs_one_per_member")],
             },
         ),
         migrations.CreateModel(
-            name='PushSubscription',
+            name="PushSubscription",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('endpoint', models.URLField(max_length=1000)),
-                ('p256dh', models.CharField(max_length=128)),
-                ('auth', models.CharField(max_length=64)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.tenant')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("endpoint", models.URLField(max_length=1000)),
+                ("p256dh", models.CharField(max_length=128)),
+                ("auth", models.CharField(max_length=64)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="accounts.tenant"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'user', 'endpoint'), name='push_subscription_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "user", "endpoint"), name="push_subscription_unique")
+                ],
             },
         ),
     ]

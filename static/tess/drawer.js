@@ -360,6 +360,7 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       } else if (event.kind === "approval.link") approvalLink(body);
       else if (event.kind === "card") window.Tess.upsertCard(body);
       else if (event.kind === "handoff") upsertHandoff(body);
+      for (const listener of window.Tess.onMeEvent) listener(event);
     });
     socket.addEventListener("close", (close) => {
       if (close.code === 4401 || close.code === 4403) return;
@@ -399,5 +400,10 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   window.Tess.cardFor = cardFor;
   window.Tess.plural = plural;
   window.Tess.onStart = window.Tess.onStart || [];
+  window.Tess.onMeEvent = window.Tess.onMeEvent || [];
+  window.Tess.selectSession = (id) => {
+    picker.value = id;
+    if (picker.value === id) selectSession(id);
+  };
   document.addEventListener("DOMContentLoaded", start);
 })();
