@@ -99,7 +99,9 @@ def test_only_their_own_pending_cards_appear(cast):
 def test_a_registered_session_source_adds_waiting_sessions_and_a_failing_one_is_skipped(cast, mailed, request_touch):
     # Stands in for sessions_app's source while Session has no agent_state field in this tree.
     def waiting(scope: Any) -> list[dict[str, Any]]:
-        return [session_item(session_id="s-1", title="build", since=timezone.now())] if scope.actor == cast.owner else []
+        return (
+            [session_item(session_id="s-1", title="build", since=timezone.now())] if scope.actor == cast.owner else []
+        )
 
     def broken(scope: Any) -> list[dict[str, Any]]:
         raise RuntimeError("source down")
@@ -300,7 +302,9 @@ def test_settings_are_per_person_and_unknown_channels_are_refused(cast, api_as):
 def test_a_notice_goes_to_the_chosen_channels_with_the_inbox_link_only(mailed, request_touch, cast, monkeypatch):
     notifications.preferences_update(scope=scope_of(cast.approver, cast.acme), changes={"email": True})
     dms: list[tuple[str, dict[str, str]]] = []
-    notifications.register_inbox_notifier("discord", lambda user, tenant_id, notice: dms.append((user.username, notice)))
+    notifications.register_inbox_notifier(
+        "discord", lambda user, tenant_id, notice: dms.append((user.username, notice))
+    )
     queued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(notifications, "enqueue_on_commit", lambda task, *args: queued.append(args))
     try:
