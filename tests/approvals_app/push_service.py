@@ -128,7 +128,9 @@ class PushService:
         self.server.server_close()
 
     def verify(self, headers: dict[str, str], origin: str) -> tuple[dict[str, Any], str]:
-        """``headers`` with lower-case names. RFC 8292: the ES256 JWT in ``Authorization: vapid t=…, k=…`` signed by the server's VAPID key."""
+        """RFC 8292: the ES256 JWT in ``Authorization: vapid t=…, k=…``, signed by the server's VAPID key.
+
+        ``headers`` has lower-case names."""
         scheme, _, params = headers["authorization"].partition(" ")
         assert scheme.lower() == "vapid", scheme
         values = dict(part.strip().split("=", 1) for part in params.split(","))
