@@ -7,12 +7,14 @@ import json
 from typing import Any
 
 import pytest
+from django.core import mail
 from django.core.management import call_command
 
 from approvals_app import notifications
 from approvals_app.models import PushSubscription
 from tests.approvals_app.approval_fixtures import tokens_by_recipient
 from tests.approvals_app.push_service import BrowserSubscription, PushService
+from tests.conftest import scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +141,21 @@ def test_plain_http_endpoints_are_refused_unless_allowed(cast, api_as, settings)
     settings.TESS_WEBPUSH_ALLOW_HTTP = False
     body = BrowserSubscription(endpoint="http://127.0.0.1:9/push/x").to_json()
     assert api_as(cast.approver).post("/api/v1/inbox/push-subscriptions/", body, format="json").status_code == 400
+
+
+def test_a_push_service_that_refuses_the_signature_fails_only_that_channel(
+    mailed, request_touch, cast, api_as, vapid, queued, settings
+):
+    other = io.StringIO()
+    call_command("tess_vapid_keys", stdout=other)
+    expected_by_service = dict(line.split("=", 1) for line in other.getvalue().split())["TESS_VAPID_PUBLIC_KEY"]
+    notifications.preferences_update(scope=scope_of(cast.approver, cast.acme), changes={"email": True})
+    with PushService(expected_by_service) as service:  # registered for another server's key
+        browser = BrowserSubscription(endpoint=f"{service.origin}/push/laptop")
+        api_as(cast.approver).post("/api/v1/inbox/push-subscriptions/", browser.to_json(), format="json")
+        request_touch()
+        mail.outbox.clear()
+        deliver(queued)  # raises nothing
+        assert service.delivered == [] and len(service.refused) == 1
+        assert [m.to for m in mail.outbox] == [["approver@example.test"]]  # the next channel still went out
+        assert PushSubscription.objects.count() == 1  # a 401 is not "gone": the subscription stays
