@@ -2,9 +2,8 @@
 
 Registered with approvals_app (``register_inbox_source``) from ``wiring.py``, since approvals_app may not
 import this app. It reads ``Session.agent_state`` where the model has that field; a model without it has no
-waiting sessions to report, and the part is empty. The session's state writer tells the inbox when a session
-starts or stops waiting (``approvals_app.notifications.inbox_entered_on_commit`` with ``session_waiting_item``
-/ ``inbox_left_on_commit``), so drawers and notices follow without polling.
+waiting sessions to report, and the part is empty. The session's state writer calls ``announce_waiting``
+when a session starts or stops waiting, inside its transaction, so drawers and notices follow without polling.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from approvals_app.inbox_items import session_item
+from approvals_app.notifications import inbox_entered_on_commit, inbox_left_on_commit
 from tess_site.scope import Scope
 
 from .models import Session
@@ -35,3 +35,13 @@ def sessions_waiting(scope: Scope) -> list[dict[str, Any]]:
         return []
     waiting = sessions_visible(scope=scope).filter(owner=scope.actor, **{"agent_state": WAITING})
     return [session_waiting_item(session) for session in waiting.order_by("-updated_at")[:50]]
+
+
+def announce_waiting(session: Session, *, waiting: bool) -> None:
+    """Tell the owner's inbox, on commit, that ``session`` started (a notice) or stopped waiting for input."""
+    if waiting:
+        inbox_entered_on_commit(
+            tenant_id=session.tenant_id, user_id=session.owner_id, item=session_waiting_item(session)
+        )
+    else:
+        inbox_left_on_commit(tenant_id=session.tenant_id, user_id=session.owner_id, key=f"session_waiting:{session.id}")

@@ -338,3 +338,26 @@ def test_a_failing_channel_neither_fails_the_action_nor_stops_the_others(mailed,
     finally:
         notifications._notifiers.pop("discord", None)
     assert [m.to for m in mail.outbox] == [["approver@example.test"]]
+
+
+def test_a_session_starting_and_stopping_to_wait_reaches_only_its_owner(
+    cast, monkeypatch, django_capture_on_commit_callbacks
+):
+    from sessions_app.inbox_source import announce_waiting
+    from tests.factories import SessionFactory
+
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="build")
+    pushed: list[tuple[int, str, dict[str, Any]]] = []
+    queued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(events, "get_channel_layer", lambda: _Recorder(pushed))
+    monkeypatch.setattr(notifications, "enqueue_on_commit", lambda task, *args: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        announce_waiting(session, waiting=True)
+        announce_waiting(session, waiting=False)
+    key = f"session_waiting:{session.pk}"
+    assert [(u, k, b["key"]) for u, k, b in pushed] == [
+        (cast.owner.pk, "inbox.item", key),
+        (cast.owner.pk, "inbox.left", key),
+    ]
+    assert pushed[0][2]["title"] == "Session build waits for your input"
+    assert [(args[1], args[2]) for args in queued] == [(cast.owner.pk, key)]
