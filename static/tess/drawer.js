@@ -322,9 +322,10 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   function approvalLink(body) {
     // Only the approver's own socket carries a link; it opens the page, which never acts by itself.
     const card = cardFor("approval-link", body.id, "Approval requested: " + body.action);
-    if (!card.querySelector("a")) {
-      card.append(el("a", { href: body.url, class: "tess-button", text: "Open the approval page" }));
-    }
+    const link = card.querySelector("a");
+    // A resend or a fresh link from the inbox replaces the token: the older link no longer works.
+    if (link) link.href = body.url;
+    else card.append(el("a", { href: body.url, class: "tess-button", text: "Open the approval page" }));
   }
 
   function upsertHandoff(handoff) {
