@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -72,3 +74,30 @@ def test_the_count_follows_live_and_the_drawer_opens_a_fresh_approval_page(cast,
     expect(approver.locator("[data-field=action]")).to_have_text("session.terminate")
     approver.get_by_role("button", name="Approve").click()
     expect(operator.locator("#tess-session-state")).to_have_text("Session ended (terminated)")
+
+
+def test_resend_reaches_the_approvers_drawer_with_a_fresh_link_and_the_old_one_is_dead(
+    cast, demo_session, open_browser
+):
+    approver = open_browser()
+    log_in(approver, cast.approver)
+    approver.get_by_role("button", name="Tess", exact=True).click()
+    operator = open_browser()
+    log_in(operator, cast.owner)
+    ask_to_terminate(operator)
+
+    private = approver.locator(".tess-card-approval-link").get_by_role("link", name="Open the approval page")
+    expect(private).to_have_attribute("href", re.compile(r"/approvals/[A-Za-z0-9_-]{20,}/$"))
+    first = private.get_attribute("href")
+
+    operator.locator("#tess-inbox [data-kind=approval_requested]").get_by_role(
+        "button", name="Resend to approvers"
+    ).click()
+    expect(operator.locator("#tess-conversation")).to_contain_text("Sent a fresh link to 1 approver.")
+    expect(private).not_to_have_attribute("href", first)  # pushed to the approver's own drawer
+    expect(approver.locator("#tess-inbox-count")).to_have_text("1")
+
+    private.click()  # the fresh link opens the page
+    expect(approver.locator("[data-field=action]")).to_have_text("session.terminate")
+    stale = approver.goto(first)  # the link first delivered stopped working at the resend
+    assert stale is not None and stale.status == 404
