@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
+from rest_framework import status
 
 from tess_site.audit.services import record_audit
-from tess_site.errors import NotFound
+from tess_site.errors import NotFound, TessError
 from tess_site.scope import Role, Scope
 
 from .approval_selectors import approval_get
@@ -35,6 +37,15 @@ from .notifications import inbox_entered_on_commit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+# One resend per request in this many seconds: each one mails and messages every approver.
+RESEND_COOLDOWN_SECONDS = 30
+
+
+class ResendTooSoon(TessError):
+    code = "rate_limited"
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_message = f"The approvers were sent fresh links less than {RESEND_COOLDOWN_SECONDS} seconds ago."
 
 
 def _still_pending(approval: Approval) -> None:
@@ -86,12 +97,16 @@ def approval_link_open(scope: Scope, *, approval_id: Any) -> str:
 def approval_resend(scope: Scope, *, approval_id: Any) -> int:
     """Send every approver of the scope actor's pending request a fresh link, privately; returns how many.
 
-    Only the requester may resend (anyone else: 404). Approvers who lost the role or were deactivated since
-    get nothing. Each approver's older link stops working; the request is back at the top of their inbox.
+    Only the requester may resend (anyone else: 404), once per ``RESEND_COOLDOWN_SECONDS`` (429). Approvers
+    who lost the role or were deactivated since get nothing. Each approver's older link stops working; the
+    request is back at the top of their inbox.
     """
     approval = approval_get(scope=scope, approval_id=approval_id)
     if scope.actor is None or approval.requester_id != scope.actor.pk:
         raise NotFound()
+    _still_pending(approval)
+    if not cache.add(f"approvals:resend:{approval.pk}", 1, timeout=RESEND_COOLDOWN_SECONDS):
+        raise ResendTooSoon(details={"retry_after_seconds": RESEND_COOLDOWN_SECONDS})
     with transaction.atomic():
         approval = Approval.objects.select_for_update(of=("self",)).select_related("requester").get(pk=approval.pk)
         _still_pending(approval)

@@ -57,9 +57,10 @@ class ApprovalOpenView(ScopedAPIView):
 
 class ApprovalResendView(ScopedAPIView):
     """Send every approver of your pending request a fresh link through their private channels (e-mail,
-    Discord direct message, their drawer); it enters their inbox again. 404 unless you requested it."""
+    Discord direct message, their drawer); it enters their inbox again. 404 unless you requested it; 429 within
+    30 seconds of the last resend."""
 
-    error_statuses = {"post": (409, 410)}
+    error_statuses = {"post": (409, 410, 429)}
 
     @extend_schema(request=None, responses=ApprovalResendSerializer)
     def post(self, request: Request, approval_id: str) -> Response:

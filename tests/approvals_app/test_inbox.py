@@ -361,3 +361,13 @@ def test_a_session_starting_and_stopping_to_wait_reaches_only_its_owner(
     ]
     assert pushed[0][2]["title"] == "Session build waits for your input"
     assert [(args[1], args[2]) for args in queued] == [(cast.owner.pk, key)]
+
+
+def test_a_second_resend_right_away_is_refused_and_sends_nothing(mailed, request_touch, cast, api_as):
+    approval = request_touch()
+    client = api_as(cast.owner)
+    assert client.post(f"/api/v1/approvals/{approval.pk}/resend/").json() == {"sent": 2}
+    mail.outbox.clear()
+    again = client.post(f"/api/v1/approvals/{approval.pk}/resend/")
+    assert again.status_code == 429 and again.json()["error"]["code"] == "rate_limited"
+    assert mail.outbox == []
