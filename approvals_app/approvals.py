@@ -32,7 +32,9 @@ from tess_site.scope import Channel, Role, Scope
 
 from .delivery import deliver_links_on_commit
 from .events import notify_user_on_commit
+from .inbox_items import approval_item
 from .models import Approval, ApprovalExecution, ApprovalLink, ApprovalSettings
+from .notifications import inbox_entered_on_commit, inbox_left_on_commit
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -266,8 +268,25 @@ def approval_request(
             )
         deliver_links_on_commit(approval, tokens)
         _notify(approval, extra_user_ids=[])
+        _inbox_entered(approval, [approver.pk for approver in approvers])
         _observe(approval)
     return approval
+
+
+def _inbox_entered(approval: Approval, approver_ids: list[int]) -> None:
+    """The request enters its approvers' inboxes (with a notice) and its requester's (live only: they asked)."""
+    for user_id in approver_ids:
+        inbox_entered_on_commit(
+            tenant_id=approval.tenant_id,
+            user_id=user_id,
+            item=approval_item(approval, kind="approval_to_decide"),
+        )
+    inbox_entered_on_commit(
+        tenant_id=approval.tenant_id,
+        user_id=approval.requester_id,
+        item=approval_item(approval, kind="approval_requested"),
+        notify=False,
+    )
 
 
 def _notify(approval: Approval, *, extra_user_ids: list[int]) -> None:
@@ -281,6 +300,11 @@ def announce_decided(approval: Approval) -> None:
     """A request was decided or lapsed: tell the requester and every approver it was sent to, and observers."""
     approvers = list(ApprovalLink.objects.filter(approval_id=approval.pk).values_list("approver_id", flat=True))
     _notify(approval, extra_user_ids=approvers)
+    for user_id in approvers:
+        inbox_left_on_commit(tenant_id=approval.tenant_id, user_id=user_id, key=f"approval_to_decide:{approval.id}")
+    inbox_left_on_commit(
+        tenant_id=approval.tenant_id, user_id=approval.requester_id, key=f"approval_requested:{approval.id}"
+    )
     _observe(approval)
 
 

@@ -23,7 +23,9 @@ from tess_site.scope import Scope
 
 from .card_selectors import cards_restrict
 from .events import notify_user_on_commit
+from .inbox_items import card_item
 from .models import Card
+from .notifications import inbox_entered_on_commit, inbox_left_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +108,10 @@ def _push(card: Card) -> None:
         kind="card",
         body={"id": str(card.id), "kind": card.kind, "status": card.status},
     )
+    if card.status == Card.Status.PENDING:
+        inbox_entered_on_commit(tenant_id=card.tenant_id, user_id=card.owner_id, item=card_item(card))
+    else:
+        inbox_left_on_commit(tenant_id=card.tenant_id, user_id=card.owner_id, key=f"card:{card.id}")
 
 
 def card_propose(*, scope: Scope, kind: str, payload: dict[str, Any]) -> Card:

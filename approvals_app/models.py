@@ -191,3 +191,44 @@ class Handoff(LeasedWork):
 
     def __str__(self) -> str:
         return f"hand-off {self.id} {self.status}"
+
+
+class InboxPreferences(models.Model):
+    """Which channels tell one person, in one tenant, that something entered their inbox.
+
+    The drawer's live update is always on. A person without a row gets the defaults below.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    browser = models.BooleanField(default=True, help_text="A browser notification from an open drawer.")
+    webpush = models.BooleanField(default=True, help_text="Web Push to the browsers this person subscribed.")
+    email = models.BooleanField(default=False, help_text="An e-mail to the person's address.")
+    discord = models.BooleanField(default=False, help_text="A Discord direct message to the linked account.")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "inbox preferences"
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="inbox_prefs_one_per_member")]
+
+    def __str__(self) -> str:
+        return f"inbox preferences of {self.user_id} in {self.tenant_id}"
+
+
+class PushSubscription(models.Model):
+    """One browser's Web Push subscription (RFC 8030 endpoint, RFC 8291 keys) for one person in one tenant."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    endpoint = models.URLField(max_length=1000)
+    p256dh = models.CharField(max_length=128)
+    auth = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user", "endpoint"], name="push_subscription_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"push subscription {self.pk} of {self.user_id}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from approvals_app.approvals import register_action_executor, register_approval_observer
 from approvals_app.briefs import register_action_describer
 from approvals_app.handoffs import register_handoff_observer
+from approvals_app.inbox_items import register_inbox_source
 from memory_app.plugin import register_capture_observer
 from tess_site.leases import register_leased_work
 from tess_site.refs import register_reference_resolver
@@ -16,6 +17,7 @@ from . import pump, selectors
 from .approval_brief import describe_terminate
 from .catalog_capabilities import register as register_catalog_capabilities
 from .gateway import post_handoff_event
+from .inbox_source import sessions_waiting
 from .lifecycle import post_capture_event
 from .models import InboxItem, OutboxItem
 from .outbox import wake_outbox_item
@@ -35,6 +37,8 @@ def connect() -> None:
     register_handoff_observer(post_handoff_event)
     # seed 000: every operational-memory capture shows in its session's stream (ids only).
     register_capture_observer(post_capture_event)
+    # The inbox's "sessions waiting for your input" part (reads Session.agent_state where the model has it).
+    register_inbox_source("sessions", sessions_waiting)
     # The durable inbox/state hooks, session counts, Discord status and runtime bootstrap in the catalog.
     register_catalog_capabilities()
 

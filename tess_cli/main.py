@@ -17,12 +17,15 @@ import httpx
 from . import __version__, ids
 from . import config as config_store
 from .client import AUTH, EXIT_CODES, INTERRUPTED, NETWORK, OK, REFUSED, USAGE, Api, CliError
+from .inbox import watch
 from .output import emit_json, event_line, fields, neutralised_output, plural, table, write_raw
 from .stream import follow
 
 SESSION_COLUMNS = ["id", "title", "status", "owner", "provider", "last_seq"]
 SESSION_HELP = "a session id, or enough of its first characters to be unique among yours"
 APPROVAL_COLUMNS = ["id", "action", "target_id", "status", "requester", "expires_at"]
+INBOX_COLUMNS = ["kind", "id", "title", "since"]
+CARD_COLUMNS = ["id", "kind", "status", "session_id", "created_at"]
 
 
 def _api(args: argparse.Namespace, **kwargs: Any) -> Api:
@@ -331,9 +334,57 @@ def _wait_for(api: Api, approval: dict[str, Any], *, timeout: float, quiet: bool
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
+    api = _api(args)
+    if args.action == "open":
+        # Your own fresh one-time link; the older one you were sent stops working.
+        data = api.post(f"/api/v1/approvals/{ids.resolve(api, ids.APPROVAL, args.approval)}/open/")
+        emit_json(data) if args.json else print(data["url"])
+        return OK
+    if args.action == "resend":
+        data = api.post(f"/api/v1/approvals/{ids.resolve(api, ids.APPROVAL, args.approval)}/resend/")
+        sent = plural(data["sent"], "{n} approver", "{n} approvers")
+        emit_json(data) if args.json else print(f"Sent a fresh link to {sent}, privately.")
+        return OK
     params = {"status": args.status} if args.status else None
-    data = _results(_api(args).get("/api/v1/approvals/", params=params))
+    data = _results(api.get("/api/v1/approvals/", params=params))
     emit_json(data) if args.json else table(data, APPROVAL_COLUMNS, "No approvals.")
+    return OK
+
+
+def cmd_inbox(args: argparse.Namespace) -> int:
+    config = config_store.load()
+    api = Api(config)
+    if not args.watch:
+        data = _results(api.get("/api/v1/inbox/"))
+        emit_json(data) if args.json else table(data, INBOX_COLUMNS, "Nothing is waiting on you.")
+        return OK
+
+    def show(items: list[dict[str, Any]]) -> None:
+        if args.json:
+            print(json.dumps(items), flush=True)
+            return
+        print(f"--- {time.strftime('%H:%M:%S')}: {len(items)} waiting on you", flush=True)
+        table(items, INBOX_COLUMNS, "Nothing is waiting on you.")
+        sys.stdout.flush()
+
+    try:
+        watch(config, on_change=show, max_updates=args.max_updates)
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
+        return INTERRUPTED
+    return OK
+
+
+def cmd_cards(args: argparse.Namespace) -> int:
+    api = _api(args)
+    if args.action == "list":
+        data = _results(api.get("/api/v1/cards/", params={"status": "pending"}))
+        emit_json(data) if args.json else table(data, CARD_COLUMNS, "No pending cards.")
+        return OK
+    data = api.post(f"/api/v1/cards/{ids.resolve(api, ids.CARD, args.card)}/{args.action}/")
+    emit_json(data) if args.json else print(
+        f"Card {data.get('card', {}).get('status', args.action)}: {data.get('outcome', '')}"
+    )
     return OK
 
 
@@ -448,9 +499,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_terminate)
 
     p = sub.add_parser("approvals", parents=[common], help="approvals you requested or may decide")
-    p.add_argument("action", choices=["list"])
+    p.add_argument("action", choices=["list", "open", "resend"])
+    p.add_argument("approval", nargs="?", help="open: mint your own one-time link; resend: to every approver")
     p.add_argument("--status", choices=["pending", "approved", "denied", "expired"])
     p.set_defaults(func=cmd_approvals)
+
+    p = sub.add_parser("inbox", parents=[common], help="what waits on you (--watch follows it live)")
+    p.add_argument("--watch", action="store_true", help="follow the inbox live over the socket (Ctrl-C to stop)")
+    p.add_argument("--max-updates", type=int, default=0, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_inbox)
+
+    p = sub.add_parser("cards", parents=[common], help="your pending cards: list, confirm or dismiss one")
+    p.add_argument("action", choices=["list", "confirm", "dismiss"])
+    p.add_argument("card", nargs="?")
+    p.set_defaults(func=cmd_cards)
 
     p = sub.add_parser("memory", parents=[common], help="your operator memory")
     p.add_argument("action", choices=["list", "forget", "forget-all"])
@@ -472,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("sessions show|tree needs a session id")
     if args.command == "stream" and args.tail is not None and not 1 <= args.tail <= 1000:
         parser.error("--tail takes 1 to 1000 events")
+    if args.command == "approvals" and args.action != "list" and not args.approval:
+        parser.error(f"approvals {args.action} needs an approval id")
+    if args.command == "cards" and args.action != "list" and not args.card:
+        parser.error(f"cards {args.action} needs a card id")
     if args.command == "memory" and args.action == "forget" and not args.category:
         parser.error("memory forget needs a category (and optionally a slot)")
     with neutralised_output():

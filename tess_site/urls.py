@@ -35,6 +35,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("memory/", include("memory_app.urls")),
     path("approvals/", include("approvals_app.urls")),
+    path("inbox/", include("approvals_app.inbox_urls")),
     path("", include("sessions_app.discord.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -115,3 +115,15 @@ def send_link_privately(approval: Approval, approver: User, url: str) -> None:
             _request("POST", f"/channels/{dm['id']}/messages", _content(text), bot=True)
         except (DiscordUnavailable, KeyError):
             logger.warning("discord direct message for approval %s not delivered", approval.pk)
+
+
+def send_inbox_notice(user: User, tenant_id: int, notice: dict[str, str]) -> None:
+    """Inbox notifier: a direct message naming what entered the person's inbox, with the inbox item's link only."""
+    if not bot_token():
+        return
+    ids = ExternalIdentity.objects.filter(
+        tenant_id=tenant_id, user=user, provider=ExternalIdentity.Provider.DISCORD
+    ).values_list("external_id", flat=True)
+    for discord_user_id in ids:
+        dm = _request("POST", "/users/@me/channels", {"recipient_id": discord_user_id}, bot=True)
+        _request("POST", f"/channels/{dm['id']}/messages", _content(f"{notice['title']}: {notice['url']}"), bot=True)

@@ -322,9 +322,10 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   function approvalLink(body) {
     // Only the approver's own socket carries a link; it opens the page, which never acts by itself.
     const card = cardFor("approval-link", body.id, "Approval requested: " + body.action);
-    if (!card.querySelector("a")) {
-      card.append(el("a", { href: body.url, class: "tess-button", text: "Open the approval page" }));
-    }
+    const link = card.querySelector("a");
+    // A resend or a fresh link from the inbox replaces the token: the older link no longer works.
+    if (link) link.href = body.url;
+    else card.append(el("a", { href: body.url, class: "tess-button", text: "Open the approval page" }));
   }
 
   function upsertHandoff(handoff) {
@@ -360,6 +361,7 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       } else if (event.kind === "approval.link") approvalLink(body);
       else if (event.kind === "card") window.Tess.upsertCard(body);
       else if (event.kind === "handoff") upsertHandoff(body);
+      for (const listener of window.Tess.onMeEvent) listener(event);
     });
     socket.addEventListener("close", (close) => {
       if (close.code === 4401 || close.code === 4403) return;
@@ -399,5 +401,10 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   window.Tess.cardFor = cardFor;
   window.Tess.plural = plural;
   window.Tess.onStart = window.Tess.onStart || [];
+  window.Tess.onMeEvent = window.Tess.onMeEvent || [];
+  window.Tess.selectSession = (id) => {
+    picker.value = id;
+    if (picker.value === id) selectSession(id);
+  };
   document.addEventListener("DOMContentLoaded", start);
 })();

@@ -339,6 +339,17 @@ TESS_APPROVAL_RATE = env_str("TESS_APPROVAL_RATE", "30/min") or "30/min"
 TESS_PUBLIC_URL = env_str("TESS_PUBLIC_URL", "http://127.0.0.1:8000") or "http://127.0.0.1:8000"
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tess@localhost") or "tess@localhost"
+
+# --- inbox notifications (Web Push) ------------------------------------------------------
+# The VAPID key pair (base64url: the raw 32-byte private key, the 65-byte uncompressed public key), made with
+# `manage.py tess_vapid_keys`. Without them Web Push is off; the other channels still work.
+TESS_VAPID_PUBLIC_KEY = env_str("TESS_VAPID_PUBLIC_KEY", "") or ""
+TESS_VAPID_PRIVATE_KEY = env_str("TESS_VAPID_PRIVATE_KEY", "") or ""
+# Who runs this server, for push services (RFC 8292 "sub"): a mailto: or https: URI.
+TESS_VAPID_SUBJECT = env_str("TESS_VAPID_SUBJECT", f"mailto:{DEFAULT_FROM_EMAIL}") or f"mailto:{DEFAULT_FROM_EMAIL}"
+TESS_WEBPUSH_TTL_SECONDS = env_int("TESS_WEBPUSH_TTL_SECONDS", 3600, minimum=0, maximum=28 * 24 * 3600)
+# Accept push endpoints over plain http (a local push-service stand-in); browsers' push services are https.
+TESS_WEBPUSH_ALLOW_HTTP = env_bool("TESS_WEBPUSH_ALLOW_HTTP", False)
 CELERY_BEAT_SCHEDULE["approvals-requeue-due"] = {
     "task": "approvals_app.tasks.requeue_due_executions",
     "schedule": float(TESS_SWEEP_INTERVAL_SECONDS),

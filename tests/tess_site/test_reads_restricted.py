@@ -14,7 +14,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("approvals_app", "tess_site")
-RESTRICTED_MODELS = {"Approval", "ApprovalLink", "Card", "Handoff", "PersonalToken"}
+RESTRICTED_MODELS = {
+    "Approval",
+    "ApprovalLink",
+    "Card",
+    "Handoff",
+    "PersonalToken",
+    "PushSubscription",
+    "InboxPreferences",
+}
 MANAGERS = {"objects", "_default_manager", "_base_manager"}
 
 
