@@ -7,7 +7,9 @@ this machine, ``BENCH_SERVING_SECONDS`` (8) against one server after the other (
 measured and stopped), for ``BENCH_SERVING_ROUNDS`` (3) rounds, so a machine busy with something else weighs
 on every server alike. Baseline: daphne with the
 pool (one process, as ``tess-ws.service`` runs it). Reported per server: turn p50 and p95 over all rounds,
-turns per second, GET p50; errors are printed beside the table and must be 0.
+turns per second, GET p50, and the CPU time the server's processes spent per request served (user and
+system, all its workers and threads): latencies depend on what else the machine runs, CPU per request much
+less. Errors are printed beside the table and must be 0.
 
 ``BENCH_SERVING_WORKERS`` (2) and ``BENCH_SERVING_THREADS`` (8 per worker) size the multi-process servers.
 """
@@ -46,36 +48,28 @@ class Server:
     pool: bool = True
 
 
+def _gunicorn(workers: str, threads: str) -> list[str]:
+    conf = ["-c", "python:tess_site.gunicorn_conf", "--bind", "127.0.0.1:{port}"]
+    return [str(BIN / "gunicorn"), *conf, "--workers", workers, "--threads", threads, "tess_site.wsgi:application"]
+
+
+def _granian(workers: str, threads: str) -> list[str]:
+    interface = ["--interface", "wsgi", "--port", "{port}", "--access-log"]
+    sizes = ["--workers", workers, "--blocking-threads", threads]
+    return [str(BIN / "granian"), *interface, *sizes, "tess_site.wsgi:application"]
+
+
 def servers() -> list[Server]:
-    python = str(BIN / "python")
-    daphne = [python, "-m", "tess_site.asgi_server", "-p", "{port}", "tess_site.asgi:application"]
+    daphne = [str(BIN / "python"), "-m", "tess_site.asgi_server", "-p", "{port}", "tess_site.asgi:application"]
+    uvicorn = [str(BIN / "uvicorn"), "--port", "{port}", "--workers", WORKERS, "tess_site.asgi:application"]
     return [
         Server("daphne, 1 process (ASGI)", daphne),
         Server("daphne, 1 process (ASGI), no pool", daphne, pool=False),
-        Server(
-            f"uvicorn, {WORKERS} workers (ASGI)",
-            [str(BIN / "uvicorn"), "--port", "{port}", "--workers", WORKERS, "tess_site.asgi:application"],
-        ),
-        Server(
-            "gunicorn gthread, 1 worker x 8 threads",
-            [str(BIN / "gunicorn"), "-c", "python:tess_site.gunicorn_conf", "--bind", "127.0.0.1:{port}",
-             "--workers", "1", "--threads", "8", "tess_site.wsgi:application"],
-        ),  # fmt: skip
-        Server(
-            f"gunicorn gthread, {WORKERS} workers x {THREADS} threads",
-            [str(BIN / "gunicorn"), "-c", "python:tess_site.gunicorn_conf", "--bind", "127.0.0.1:{port}",
-             "--workers", WORKERS, "--threads", THREADS, "tess_site.wsgi:application"],
-        ),  # fmt: skip
-        Server(
-            "granian WSGI, 1 worker x 8 threads",
-            [str(BIN / "granian"), "--interface", "wsgi", "--port", "{port}", "--workers", "1",
-             "--blocking-threads", "8", "--access-log", "tess_site.wsgi:application"],
-        ),  # fmt: skip
-        Server(
-            f"granian WSGI, {WORKERS} workers x {THREADS} threads",
-            [str(BIN / "granian"), "--interface", "wsgi", "--port", "{port}", "--workers", WORKERS,
-             "--blocking-threads", THREADS, "--access-log", "tess_site.wsgi:application"],
-        ),  # fmt: skip
+        Server(f"uvicorn, {WORKERS} workers (ASGI)", uvicorn),
+        Server("gunicorn gthread, 1 worker x 8 threads", _gunicorn("1", "8")),
+        Server(f"gunicorn gthread, {WORKERS} workers x {THREADS} threads", _gunicorn(WORKERS, THREADS)),
+        Server("granian WSGI, 1 worker x 8 threads", _granian("1", "8")),
+        Server(f"granian WSGI, {WORKERS} workers x {THREADS} threads", _granian(WORKERS, THREADS)),
     ]
 
 
@@ -123,11 +117,28 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
 
 
+def _cpu_seconds(group: int) -> float:
+    """User and system CPU time of every process in the server's process group (its workers included)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[2]) == group:  # pgrp
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _measure(port: int, token: str, sessions: list[str], seconds: float) -> LoadResult:
     config = LoadConfig(
         nodes=[f"http://127.0.0.1:{port}"], token=token, sessions=sessions, seconds=seconds, subscribers_per_session=0
     )
     return asyncio.run(run_load(config))
+
+
+def _requests(result: LoadResult) -> int:
+    return sum(len(values) for values in result.latencies.values())
 
 
 def _merge(results: list[LoadResult]) -> LoadResult:
@@ -150,9 +161,8 @@ def run() -> list[Row]:
     tenant = accounts.tenant_create(slug=f"bench-serving-{uuid.uuid4().hex[:8]}")
     user, _ = accounts.user_ensure(username=f"bench-{tenant.slug}", password="bench-pass-1234")
     accounts.membership_grant(tenant=tenant, user=user, role=Role.OPERATOR)
-    scope = Scope(
-        tenant=tenant, actor=user, channel=Channel.CLI, correlation_id="bench-serving", roles=roles_for(user=user, tenant=tenant)
-    )
+    roles = roles_for(user=user, tenant=tenant)
+    scope = Scope(tenant=tenant, actor=user, channel=Channel.CLI, correlation_id="bench-serving", roles=roles)
     token = accounts.token_issue(scope=scope, name="bench").plaintext
     sessions = [
         str(
@@ -163,6 +173,7 @@ def run() -> list[Row]:
         for i in range(SESSIONS)
     ]
     results: dict[str, list[LoadResult]] = {}
+    cpu: dict[str, list[tuple[float, int]]] = {}  # server -> (CPU seconds, requests served) per round
     for _ in range(ROUNDS):
         for server in servers():
             # One server at a time: pools of servers left idle would hold connections others need.
@@ -170,7 +181,10 @@ def run() -> list[Row]:
             process = _start(server, port, redis_url)
             try:
                 _measure(port, token, sessions, 2.0)  # warm-up: first-request imports, the pool's connections
-                results.setdefault(server.name, []).append(_measure(port, token, sessions, SECONDS))
+                before = _cpu_seconds(process.pid)
+                result = _measure(port, token, sessions, SECONDS)
+                cpu.setdefault(server.name, []).append((_cpu_seconds(process.pid) - before, _requests(result)))
+                results.setdefault(server.name, []).append(result)
             finally:
                 _stop(process)
     measured = [(server, _merge(results[server.name])) for server in servers()]
@@ -178,17 +192,20 @@ def run() -> list[Row]:
         f"\nserving: {ROUNDS} rounds of {SECONDS:.0f} s closed loop on each server in turn, 4 turn senders + 4 REST"
         " readers, same database and Redis"
     )
-    print(f"  {'server':<44} {'turn p50':>9} {'turn p95':>9} {'turns/s':>8} {'GET p50':>8} {'errors':>7}")
+    columns = f"{'turn p50':>9} {'turn p95':>9} {'turns/s':>8} {'GET p50':>8} {'CPU/req':>8} {'errors':>7}"
+    print(f"  {'server':<44} {columns}")
     for server, result in measured:
         turns = result.latencies.get("POST turn", [])
         reads = [x for kind, xs in result.latencies.items() if kind.startswith("GET") for x in xs]
         print(
             f"  {server.name:<44} {percentile(turns, 0.5) * 1000:>7.1f}ms {percentile(turns, 0.95) * 1000:>7.1f}ms"
-            f" {len(turns) / result.elapsed:>8.1f} {percentile(reads, 0.5) * 1000:>6.1f}ms {len(result.errors):>7}"
+            f" {len(turns) / result.elapsed:>8.1f} {percentile(reads, 0.5) * 1000:>6.1f}ms"
+            f" {_cpu_ms_per_request(cpu[server.name]):>6.2f}ms {len(result.errors):>7}"
         )
         for error in result.errors[:3]:
             print(f"    error: {error}")
     base_server, base = measured[0]
+    base_cpu = _cpu_ms_per_request(cpu[base_server.name])
     base_turns = base.latencies["POST turn"]
     rows = []
     for server, result in measured[1:]:
@@ -198,5 +215,11 @@ def run() -> list[Row]:
                 percentile(turns, 0.5) * 1000, unit="ms"),
             Row(f"{server.name}: turns/s", f"{base_server.name}: turns/s", len(base_turns) / base.elapsed,
                 len(turns) / result.elapsed, unit="/s"),
+            Row(f"{server.name}: server CPU per request", f"{base_server.name}: CPU per request", base_cpu,
+                _cpu_ms_per_request(cpu[server.name]), unit="ms"),
         ]  # fmt: skip
     return rows
+
+
+def _cpu_ms_per_request(rounds: list[tuple[float, int]]) -> float:
+    return 1000 * sum(seconds for seconds, _ in rounds) / max(1, sum(n for _, n in rounds))

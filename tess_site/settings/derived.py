@@ -14,7 +14,6 @@ import dj_database_url
 
 from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_str
 
-
 POOL_MIN_DEFAULT = 2
 POOL_MAX_DEFAULT = 8
 POOL_TIMEOUT_DEFAULT = 10

@@ -28,5 +28,5 @@ DATABASES = databases(os.environ, VAR_DIR / "tess.sqlite3", pool_default=False) 
 # One test database per test process, so several suites (a developer's and CI's, or parallel checks)
 # can run on one PostgreSQL server without dropping each other's database. A killed run may leave its
 # database behind; `scripts/test.sh` drops stale ones.
-if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
-    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}  # noqa: F405
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}

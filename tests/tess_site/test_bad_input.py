@@ -220,8 +220,8 @@ def production_unit(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_refused_the_same_way_under_production_settings(cast, token_for, production_unit, case):
-    """The same cases over HTTP against the production web unit (daphne, production settings and middleware
-    order, real Redis): what the test settings prove must hold where it runs."""
+    """The same cases over HTTP against the production web tier (nginx and gunicorn, production settings and
+    middleware order, real Redis): what the test settings prove must hold where it runs."""
     assert failures(production_world(cast, token_for, production_unit), case) == []
 
 

@@ -180,8 +180,7 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
     tmp_path, start_child: Callable[..., Child]
 ):
     port = free_port()
-    # No trusted proxy on this machine: a client on the loopback is a client like any other.
-    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), TESS_TRUSTED_PROXIES="192.0.2.1/32", **DISCORD)
+    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **DISCORD)
     assert env["DJANGO_SETTINGS_MODULE"] == "tess_site.settings.prod"
 
     check = subprocess.run(
@@ -207,10 +206,12 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
     status, body = _get(port, "/metrics")
     assert status == 200 and b"tess_approvals_pending" in body, child.output()
     assert _get(port, "/metrics", **{"X-Forwarded-For": "203.0.113.9"})[0] == 404
-    # Everything else is sent to HTTPS, and no header from a peer that is not a trusted proxy claims it: not
-    # Tess's (X-Forwarded-Proto), nor any of the scheme headers gunicorn would believe from the loopback.
+    # Everything else is sent to HTTPS, unless the proxy says the request came over it (X-Forwarded-Proto, from
+    # a peer in TESS_TRUSTED_PROXIES). gunicorn's own scheme headers, which it would believe from the
+    # loopback by default, claim nothing.
     assert _get(port, "/admin/login/")[0] == 301
-    for header, value in {"X-Forwarded-Proto": "https", "X-Forwarded-Protocol": "ssl", "X-Forwarded-Ssl": "on"}.items():
+    assert _get(port, "/admin/login/", **{"X-Forwarded-Proto": "https"})[0] == 200
+    for header, value in {"X-Forwarded-Protocol": "ssl", "X-Forwarded-Ssl": "on"}.items():
         assert _get(port, "/admin/login/", **{header: value})[0] == 301, header
     # gunicorn's access log is Tess's: JSON lines of the tess.access logger.
     assert wait_for(lambda: '"logger": "tess.access"' in child.output(), timeout=10), child.output()
@@ -235,9 +236,9 @@ def test_the_websocket_unit_with_the_template_starts_under_production_settings(
     assert wait_for(lambda: not child.alive() or _get(port, "/healthz", **headers)[0] == 200, timeout=30)
     url = f"ws://127.0.0.1:{port}/ws/me/"
     with pytest.raises(InvalidStatus) as refused:  # no credential
-        connect(url, additional_headers={"Host": "tess.example.com"}, proxy=None, open_timeout=15)
+        connect(url, proxy=None, open_timeout=15)
     assert refused.value.response.status_code == 403
-    bearer = {"Host": "tess.example.com", "Authorization": f"Bearer {token_for(cast.owner)}"}
+    bearer = {"Authorization": f"Bearer {token_for(cast.owner)}"}
     with connect(url, additional_headers=bearer, proxy=None, open_timeout=15) as ws:
         assert ws.protocol.state.name == "OPEN"
 
