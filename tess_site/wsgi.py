@@ -14,4 +14,4 @@ if settings.TESS_SERVE_STATIC:
     # As in tess_site.asgi: static files from this process unless a web server serves STATIC_ROOT.
     from django.contrib.staticfiles.handlers import StaticFilesHandler
 
-    application = StaticFilesHandler(application)  # type: ignore[assignment]
+    application = StaticFilesHandler(application)
