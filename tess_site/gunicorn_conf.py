@@ -35,6 +35,9 @@ secure_scheme_headers: dict[str, str] = {}
 forwarder_headers = ""
 forwarded_allow_ips = ""
 
+# gunicorn's control socket (gunicornc) would be one more way into the server, in the service's home.
+control_socket_disable = True
+
 accesslog = "-"  # on; the lines themselves go to tess.access (TessLogger below)
 access_log_format = '%(h)s - - %(t)s "%(r)s" %(s)s %(b)s %(M)sms'
 
