@@ -29,6 +29,9 @@ threads = env_int("TESS_WEB_THREADS", 8, minimum=1, maximum=256)
 timeout = env_int("TESS_WEB_TIMEOUT_SECONDS", 660, minimum=30, maximum=3600)
 graceful_timeout = 30
 keepalive = 5
+# As long a request line as nginx passes on (large_client_header_buffers, 8k by default): a search query that
+# reached Tess through the proxy is answered by Tess, not refused by gunicorn's 4 KB default.
+limit_request_line = 8190
 
 # No header sets the scheme or the script name; an empty allow-list as well, so a later default cannot either.
 secure_scheme_headers: dict[str, str] = {}
