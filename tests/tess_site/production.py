@@ -4,8 +4,9 @@ It starts what a production machine runs in front of the workers: ``tess-web.ser
 ``tess-ws.service`` (daphne, websockets), each the way its unit does (environment and ExecStart, as in
 ``test_deploy``), behind real nginx running ``deploy/nginx/tess.conf`` rendered for free ports. A client uses
 nginx on ``port``, which sends ``/ws/`` to daphne and the rest to gunicorn, as in production; a test that pins
-Tess's own answer to what nginx would refuse by itself (a NUL in a path) uses gunicorn's ``http_port``. They run with real Redis and the test database the calling process created, so rows and tokens
-the test makes are theirs too (use ``django_db(transaction=True)``).
+Tess's own answer to what nginx would refuse by itself (a NUL in a path) uses gunicorn's ``http_port``. The
+servers run with real Redis and the test database the calling process created, so rows and tokens the test
+makes are theirs too (use ``django_db(transaction=True)``).
 
 The rendered proxy terminates no TLS (the ``listen 443 ssl`` lines become a plain loopback port and the
 certificate lines go); it tells Tess the request came over HTTPS, as the real one does behind TLS.
