@@ -224,7 +224,7 @@ class _Run:
         self.result.elapsed = time.monotonic() - started
         self.result.last_seq = await self.last_seqs()
         finished.set()
-        _, pending = await asyncio.wait(listening, timeout=CATCH_UP_SECONDS)
+        _, pending = await asyncio.wait(listening, timeout=CATCH_UP_SECONDS) if listening else (set(), set())
         for task in pending:
             task.cancel()
             self._error("a subscriber did not reach the last event in time")

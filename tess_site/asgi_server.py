@@ -4,7 +4,7 @@ daphne writes access-log lines straight to a stream, past every logging filter, 
 or a token someone put in a URL would reach the journal whole. Here each line becomes a record of the
 ``tess.access`` logger and is masked and formatted like every other line.
 
-Usage, as in ``deploy/systemd/tess-web.service``: ``python -m tess_site.asgi_server [daphne options] APP``.
+Usage, as in ``deploy/systemd/tess-ws.service``: ``python -m tess_site.asgi_server [daphne options] APP``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Start-up preflight: can this process reach what it depends on? (``manage.py tess_preflight``)
 
 Settings already refuse a missing *configuration* (tess_site/settings/prod.py); this checks that what is
-configured *answers*: the database (and that its schema is migrated), Redis, and the shared metrics
-directory. The systemd units run it as ``ExecStartPre``, so a unit that cannot work fails at start with a
+configured *answers*: the database (and that its schema is migrated), the connection pool the serving
+processes keep (PostgreSQL must accept as many connections as one process's pool may open), Redis, and the
+shared metrics directory. The systemd units run it as ``ExecStartPre``, so a unit that cannot work fails at start with a
 line naming what is missing instead of crash-looping later. Messages never carry a URL's password.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -51,6 +53,45 @@ def check_migrations() -> str:
     return "up to date"
 
 
+def _take_pool_options() -> dict[str, Any] | None:
+    """The pool's options, taken out of this process's settings: the preflight connects once, directly, so a
+    database that does not answer is named with its own error, not with the pool's wait running out."""
+    options = connection.settings_dict.get("OPTIONS", {})
+    if "pool" in options:
+        connection.close()
+        _pool_seen.append(options.pop("pool"))
+    return _pool_seen[-1] if _pool_seen else None
+
+
+_pool_seen: list[dict[str, Any]] = []
+
+
+def check_pool() -> str:
+    pool = _take_pool_options()
+    if connection.vendor != "postgresql":
+        return f"none ({connection.vendor})"
+    if not pool:
+        return "none (TESS_DB_POOL=0: a connection per thread, kept DB_CONN_MAX_AGE seconds)"
+    try:
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise RuntimeError("psycopg_pool is not installed (requirements.txt: psycopg-pool)") from None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int"
+        )
+        accepted = int(cursor.fetchone()[0])
+    if pool["max_size"] > accepted:
+        raise RuntimeError(
+            f"TESS_DB_POOL_MAX={pool['max_size']} is more than the {accepted} connections PostgreSQL accepts"
+            " (max_connections less the reserved ones)"
+        )
+    return (
+        f"{pool['min_size']}-{pool['max_size']} connections per serving process, {pool['timeout']} s wait"
+        f" (PostgreSQL accepts {accepted})"
+    )
+
+
 def check_redis_answers() -> str:
     if not settings.REDIS_URL:
         return "not configured (embedded: in-process channel layer, tasks in-process)"
@@ -70,16 +111,18 @@ def check_metrics_dir() -> str:
 CHECKS: list[tuple[str, Callable[[], str]]] = [
     ("database", check_database),
     ("migrations", check_migrations),
+    ("pool", check_pool),
     ("redis", check_redis_answers),
     ("metrics", check_metrics_dir),
 ]
 
 
 def run_checks() -> list[Outcome]:
+    _take_pool_options()
     outcomes = []
     database_ok = True
     for name, check in CHECKS:
-        if name == "migrations" and not database_ok:
+        if name in ("migrations", "pool") and not database_ok:
             outcomes.append(Outcome(name, False, "not checked: the database does not answer"))
             continue
         try:

@@ -133,9 +133,9 @@ class Cluster:
             TESS_LOG_LEVEL="WARNING",
         )
 
-    def _child(self, name: str, args: list[str]) -> Child:
+    def _child(self, name: str, args: list[str], **extra: str) -> Child:
         self.starts += 1
-        return Child(args, self.env(), self.root / f"{name}-{self.starts}.log")
+        return Child(args, {**self.env(), **extra}, self.root / f"{name}-{self.starts}.log")
 
     # --- processes ---
 
@@ -144,7 +144,10 @@ class Cluster:
         for name in ("a", "b"):
             port = free_port()
             args = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"]
-            self.nodes[name] = Node(name=name, port=port, child=self._child(f"node-{name}", args))
+            # As deployed, the nodes keep a connection pool; the workers and beat do not (the test settings'
+            # default).
+            child = self._child(f"node-{name}", args, TESS_DB_POOL="1")
+            self.nodes[name] = Node(name=name, port=port, child=child)
         for name in ("w1", "w2"):
             self.start_worker(name, wait=False)
         beat_args = ["-A", "tess_site.celery", "beat", "--schedule", str(self.root / "beat-schedule")]

@@ -34,10 +34,11 @@ IDLE_SECONDS = float(os.environ.get("TESS_IDLE_SECONDS", "60"))
 
 @pytest.fixture
 def web(tmp_path, start_child: Callable[..., Child]) -> Iterator[int]:  # noqa: F811
-    """The web unit as deployed: daphne under ``tess_site.settings.prod`` with the environment template."""
+    """The web tier as deployed: nginx in front of gunicorn and daphne under ``tess_site.settings.prod`` with the
+    environment template; the sockets go through nginx to daphne."""
     unit = start_production_web(start_child, tmp_path / "web")
     yield unit.port
-    assert "TimeoutError" not in unit.child.output(), unit.child.output()[-4000:]
+    assert "TimeoutError" not in unit.ws_child.output(), unit.ws_child.output()[-4000:]
 
 
 def _post(port: int, path: str, token: str, body: dict) -> tuple[int, dict]:

@@ -14,9 +14,35 @@ import dj_database_url
 
 from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_str
 
+POOL_MIN_DEFAULT = 2
+POOL_MAX_DEFAULT = 8
+POOL_TIMEOUT_DEFAULT = 10
 
-def databases(environ: Environ, sqlite_path: Path) -> dict[str, Any]:
-    """``DATABASES`` from ``DATABASE_URL``; unset means the embedded default, SQLite at ``sqlite_path``."""
+
+def pool_sizes(environ: Environ) -> tuple[int, int, int]:
+    """``TESS_DB_POOL_MIN``, ``TESS_DB_POOL_MAX`` and ``TESS_DB_POOL_TIMEOUT`` (seconds), each read strictly."""
+    return (
+        env_int("TESS_DB_POOL_MIN", POOL_MIN_DEFAULT, minimum=0, environ=environ),
+        env_int("TESS_DB_POOL_MAX", POOL_MAX_DEFAULT, minimum=1, environ=environ),
+        env_int("TESS_DB_POOL_TIMEOUT", POOL_TIMEOUT_DEFAULT, minimum=1, maximum=300, environ=environ),
+    )
+
+
+def pool_problem(environ: Environ) -> str | None:
+    """A pool whose largest size is below its smallest cannot be built (psycopg refuses it at the first query)."""
+    low, high, _ = pool_sizes(environ)
+    if high < low:
+        return f"TESS_DB_POOL_MAX at least TESS_DB_POOL_MIN (now {high} < {low})"
+    return None
+
+
+def databases(environ: Environ, sqlite_path: Path, *, pool_default: bool = True) -> dict[str, Any]:
+    """``DATABASES`` from ``DATABASE_URL``; unset means the embedded default, SQLite at ``sqlite_path``.
+
+    On PostgreSQL every process keeps a psycopg connection pool unless ``TESS_DB_POOL`` is off: under an ASGI
+    server ``CONN_MAX_AGE`` keeps nothing (each request runs in a thread of its own), so without a pool each
+    request opened a backend of its own, and the hot statements prepared on it were lost with it.
+    """
     url = env_str("DATABASE_URL", environ=environ)
     if not url:
         return {
@@ -27,10 +53,20 @@ def databases(environ: Environ, sqlite_path: Path) -> dict[str, Any]:
             }
         }
     # Health checks: a persistent connection the server dropped is replaced before the next request uses it.
+    # With a pool, Django hands the check to the pool (ConnectionPool.check_connection on every checkout).
     default = dj_database_url.parse(
         url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, environ=environ), conn_health_checks=True
     )
     if default["ENGINE"] == "django.db.backends.postgresql":
+        if env_bool("TESS_DB_POOL", pool_default, environ=environ):
+            problem = pool_problem(environ)
+            if problem:
+                raise ImproperlyConfiguredEnv(f"{problem} is required")
+            low, high, timeout = pool_sizes(environ)
+            # Django refuses persistent connections beside a pool: the pool keeps them.
+            default["CONN_MAX_AGE"] = 0
+            pool = {"min_size": low, "max_size": high, "timeout": timeout, "name": "tess"}
+            default.setdefault("OPTIONS", {})["pool"] = pool
         # Tess's hand-written hot statements (tess_site.rows.hot_cursor: token lookup, idempotency, turn
         # reads and appends, audit) are prepared on a connection after this many runs, so PostgreSQL stops
         # parsing and planning them on every request. The ORM keeps client-side binding and never prepares.

@@ -23,6 +23,7 @@ from .derived import (
     model_adapter,
     model_name,
     mos_webhook_secret,
+    pool_problem,
 )
 from .env import Environ, env_bool, env_choice, env_int, env_list, env_str
 
@@ -121,6 +122,8 @@ def production_problems(environ: Environ) -> list[str]:
     redis_url = env_str("REDIS_URL", environ=environ)
     if not redis_url or not redis_url.startswith(("redis://", "rediss://", "unix://")):
         problems.append("REDIS_URL (a Redis or Valkey URL; or REDIS_URL_FILE)")
+    if env_bool("TESS_DB_POOL", True, environ=environ) and (problem := pool_problem(environ)):
+        problems.append(problem)
     if not _https_url(env_str("TESS_PUBLIC_URL", environ=environ) or ""):
         problems.append("TESS_PUBLIC_URL (the https:// origin approval links start with)")
     return [

@@ -4,6 +4,7 @@ import os
 
 from .base import *  # noqa: F403
 from .base import CHANNEL_LAYERS, INSTALLED_APPS, REDIS_URL
+from .derived import databases
 from .env import env_str
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
@@ -20,8 +21,12 @@ if REDIS_URL:
 # Each test starts with an empty cache (tests/conftest.py); a process-local one keeps parallel runs apart.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tess-test"}}
 
+# The suite's own process and the children it starts on the test settings keep no pool unless TESS_DB_POOL
+# asks for one: the test database is dropped at the end of the run, and a pool would hold backends open on it.
+DATABASES = databases(os.environ, VAR_DIR / "tess.sqlite3", pool_default=False)  # noqa: F405
+
 # One test database per test process, so several suites (a developer's and CI's, or parallel checks)
 # can run on one PostgreSQL server without dropping each other's database. A killed run may leave its
 # database behind; `scripts/test.sh` drops stale ones.
-if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
-    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}  # noqa: F405
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}

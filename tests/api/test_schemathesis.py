@@ -33,7 +33,8 @@ def test_the_api_has_no_server_errors_and_conforms_to_its_schema(cast, token_for
         [
             str(VENV_BIN / "schemathesis"),
             "run",
-            f"http://127.0.0.1:{web.port}/api/schema/?format=json",
+            # gunicorn itself: the schema is Tess's, not the proxy's (nginx answers a NUL in a path on its own).
+            f"http://127.0.0.1:{web.http_port}/api/schema/?format=json",
             *headers,
             "--checks",
             CHECKS,

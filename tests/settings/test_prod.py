@@ -19,7 +19,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
 
-from tess_site.settings.derived import discord_enabled, discord_public_key, mos_webhook_secret
+from tess_site.settings.derived import databases, discord_enabled, discord_public_key, mos_webhook_secret
 from tess_site.settings.env import ImproperlyConfiguredEnv, env_str
 from tess_site.settings.production import production_settings
 
@@ -293,6 +293,7 @@ def test_the_production_module_loads_its_rules_and_passes_check_deploy(tmp_path)
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert {name: loaded[name] for name in SECRETS} == SECRETS
     assert loaded["DATABASES"]["default"]["PASSWORD"] == "pw" and loaded["DEBUG"] is False
+    assert loaded["DATABASES"]["default"]["OPTIONS"]["pool"]["max_size"] == 8
     assert loaded["LOGGING"]["handlers"]["console"]["formatter"] == "json"
 
     refused = subprocess.run(
@@ -305,3 +306,40 @@ def test_the_production_module_loads_its_rules_and_passes_check_deploy(tmp_path)
         check=False,
     )
     assert refused.returncode != 0 and "Tess refuses to start in production without: SECRET_KEY" in refused.stderr
+
+
+def test_postgresql_gets_a_pool_sized_by_the_environment_with_health_checks_and_no_persistent_connections():
+    env = {**COMPLETE, "TESS_DB_POOL_MIN": "1", "TESS_DB_POOL_MAX": "5", "TESS_DB_POOL_TIMEOUT": "7"}
+    production_settings(env)
+    default = databases(env, Path("unused.sqlite3"))["default"]
+    assert default["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 5, "timeout": 7, "name": "tess"}
+    # Django hands ConnectionPool.check_connection to the pool when health checks are on; it refuses a pool
+    # beside persistent connections.
+    assert default["CONN_HEALTH_CHECKS"] is True and default["CONN_MAX_AGE"] == 0
+    assert default["OPTIONS"]["prepare_threshold"] == 2  # prepared statements live on the pool's connections
+
+
+def test_without_a_pool_connections_persist_and_sqlite_never_has_one():
+    default = databases({**COMPLETE, "TESS_DB_POOL": "0", "DB_CONN_MAX_AGE": "30"}, Path("x"))["default"]
+    assert "pool" not in default["OPTIONS"] and default["CONN_MAX_AGE"] == 30
+    sqlite = databases({}, Path("tess.sqlite3"))["default"]
+    assert sqlite["ENGINE"] == "django.db.backends.sqlite3" and "pool" not in sqlite["OPTIONS"]
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"), [("TESS_DB_POOL_MIN", "-1"), ("TESS_DB_POOL_MAX", "0"), ("TESS_DB_POOL_TIMEOUT", "0")]
+)
+def test_a_pool_size_or_wait_out_of_range_is_refused(name, bad):
+    with pytest.raises(ImproperlyConfiguredEnv, match=name):
+        production_settings({**COMPLETE, name: bad})
+
+
+def test_a_pool_whose_largest_size_is_below_its_smallest_is_refused_but_a_large_one_is_not():
+    refusal = _refusal({**COMPLETE, "TESS_DB_POOL_MIN": "6", "TESS_DB_POOL_MAX": "4"})
+    assert "TESS_DB_POOL_MAX at least TESS_DB_POOL_MIN (now 4 < 6)" in refusal
+    with pytest.raises(ImproperlyConfiguredEnv, match="TESS_DB_POOL_MAX at least TESS_DB_POOL_MIN"):
+        databases({**COMPLETE, "TESS_DB_POOL_MIN": "6", "TESS_DB_POOL_MAX": "4"}, Path("x"))
+    # More connections than the server's threads can use at once is allowed: they are opened only on demand.
+    production_settings({**COMPLETE, "TESS_DB_POOL_MIN": "2", "TESS_DB_POOL_MAX": "500"})
+    # Without a pool its sizes mean nothing, and nothing is refused.
+    production_settings({**COMPLETE, "TESS_DB_POOL": "0", "TESS_DB_POOL_MIN": "6", "TESS_DB_POOL_MAX": "4"})

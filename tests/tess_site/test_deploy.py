@@ -1,8 +1,9 @@
 """deploy/: the systemd units and the environment template, checked by systemd and used for real.
 
 The units are read the way systemd reads them (``Environment=`` defaults, the environment file over them,
-``%d`` as the credentials directory), then the web unit's own commands run against the test database:
-the preflight passes and daphne serves ``/healthz`` and ``/metrics`` under the production settings.
+``%d`` as the credentials directory), then the web and websocket units' own commands run against the test
+database: the preflight passes, gunicorn serves ``/healthz`` and ``/metrics`` and daphne the websockets under
+the production settings.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.conftest import require_or_skip
 from tests.tess_site.children import ROOT, VENV_BIN, Child, free_port, shared_database_url
@@ -25,7 +28,7 @@ from tests.waiting import wait_for
 
 DEPLOY = ROOT / "deploy"
 SYSTEMD = DEPLOY / "systemd"
-UNITS = ["tess-web.service", "tess-worker.service", "tess-beat.service"]
+UNITS = ["tess-web.service", "tess-ws.service", "tess-worker.service", "tess-beat.service"]
 REQUIRED_CREDENTIALS = {
     "secret_key": "SECRET_KEY_FILE",
     "database_url": "DATABASE_URL_FILE",
@@ -154,6 +157,22 @@ def _command(line: str, env: dict[str, str]) -> list[str]:
     return shlex.split(expanded)
 
 
+def _get(port: int, path: str, **headers: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", path, headers={"Host": "tess.example.com", **headers})
+        response = conn.getresponse()
+        return response.status, response.read()
+    except OSError:
+        return 0, b""
+    finally:
+        conn.close()
+
+
+# The optional-credentials example hands over a Discord bot token, so Discord is on: its two public values.
+DISCORD = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.redis  # production requires Redis
@@ -161,9 +180,7 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
     tmp_path, start_child: Callable[..., Child]
 ):
     port = free_port()
-    # The optional-credentials example hands over a Discord bot token, so Discord is on: its two public values.
-    discord = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}
-    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **discord)
+    env = _unit_env("tess-web.service", tmp_path, TESS_BIND_PORT=str(port), **DISCORD)
     assert env["DJANGO_SETTINGS_MODULE"] == "tess_site.settings.prod"
 
     check = subprocess.run(
@@ -177,28 +194,63 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
         _command(preflight, env), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [line.split()[0] for line in result.stdout.splitlines()] == ["ok", "ok", "ok", "ok"]
+    assert [line.split()[0] for line in result.stdout.splitlines()] == ["ok", "ok", "ok", "ok", "ok"]
 
     (start,) = values(SYSTEMD / "tess-web.service", "ExecStart")
     command = _command(start, env)
-    assert Path(command[0]).resolve() == (VENV_BIN / "python").resolve()
-    assert command[1:3] == ["-m", "tess_site.asgi_server"]
+    assert Path(command[0]).resolve() == (VENV_BIN / "gunicorn").resolve()
+    assert command[1:3] == ["-c", "python:tess_site.gunicorn_conf"]
     child = start_child("tess-web", command, env)
 
-    def get(path: str, **headers: str) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        try:
-            conn.request("GET", path, headers={"Host": "tess.example.com", **headers})
-            response = conn.getresponse()
-            return response.status, response.read()
-        except OSError:
-            return 0, b""
-        finally:
-            conn.close()
-
-    assert wait_for(lambda: not child.alive() or get("/healthz")[0] == 200, timeout=30), child.output()
-    status, body = get("/metrics")
+    assert wait_for(lambda: not child.alive() or _get(port, "/healthz")[0] == 200, timeout=30), child.output()
+    status, body = _get(port, "/metrics")
     assert status == 200 and b"tess_approvals_pending" in body, child.output()
-    assert get("/metrics", **{"X-Forwarded-For": "203.0.113.9"})[0] == 404
-    # Everything else is sent to HTTPS, unless the proxy says the request came over it.
-    assert get("/admin/login/")[0] == 301
+    assert _get(port, "/metrics", **{"X-Forwarded-For": "203.0.113.9"})[0] == 404
+    # Everything else is sent to HTTPS, unless the proxy says the request came over it (X-Forwarded-Proto, from
+    # a peer in TESS_TRUSTED_PROXIES). gunicorn's own scheme headers, which it would believe from the
+    # loopback by default, claim nothing.
+    assert _get(port, "/admin/login/")[0] == 301
+    assert _get(port, "/admin/login/", **{"X-Forwarded-Proto": "https"})[0] == 200
+    for header, value in {"X-Forwarded-Protocol": "ssl", "X-Forwarded-Ssl": "on"}.items():
+        assert _get(port, "/admin/login/", **{header: value})[0] == 301, header
+    # gunicorn's access log is Tess's: JSON lines of the tess.access logger.
+    assert wait_for(lambda: '"logger": "tess.access"' in child.output(), timeout=10), child.output()
+    access = [line for line in child.output().splitlines() if '"logger": "tess.access"' in line]
+    assert any('"GET /admin/login/ HTTP/1.1\\" 301' in line for line in access), access[-3:]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.redis
+def test_the_websocket_unit_with_the_template_starts_under_production_settings(
+    tmp_path, start_child: Callable[..., Child], cast, token_for
+):
+    port = free_port()
+    env = _unit_env("tess-ws.service", tmp_path, TESS_WS_BIND_PORT=str(port), **DISCORD)
+    assert env["DJANGO_SETTINGS_MODULE"] == "tess_site.settings.prod"
+    (start,) = values(SYSTEMD / "tess-ws.service", "ExecStart")
+    command = _command(start, env)
+    assert command[1:3] == ["-m", "tess_site.asgi_server"]
+    child = start_child("tess-ws", command, env)
+    headers = {"X-Forwarded-Proto": "https"}
+    assert wait_for(lambda: not child.alive() or _get(port, "/healthz", **headers)[0] == 200, timeout=30)
+    url = f"ws://127.0.0.1:{port}/ws/me/"
+    with pytest.raises(InvalidStatus) as refused:  # no credential
+        connect(url, proxy=None, open_timeout=15)
+    assert refused.value.response.status_code == 403
+    bearer = {"Authorization": f"Bearer {token_for(cast.owner)}"}
+    with connect(url, additional_headers=bearer, proxy=None, open_timeout=15) as ws:
+        assert ws.protocol.state.name == "OPEN"
+
+
+def test_the_target_starts_every_unit():
+    (wants,) = values(SYSTEMD / "tess.target", "Wants")
+    assert sorted(wants.split()) == sorted(UNITS)
+
+
+@pytest.mark.parametrize("unit", ["tess-worker.service", "tess-beat.service"])
+def test_only_the_units_that_serve_requests_keep_a_connection_pool(unit, tmp_path):
+    assert _unit_env(unit, tmp_path)["TESS_DB_POOL"] == "0"
+    for serving in ("tess-web.service", "tess-ws.service"):
+        (tmp_path / serving).mkdir()
+        assert "TESS_DB_POOL" not in _unit_env(serving, tmp_path / serving)

@@ -1,8 +1,9 @@
 """No log line carries a live credential: approval-link tokens and personal tokens are masked everywhere.
 
-The unit tests pin the masking; the last test runs the production web unit (daphne through
-``tess_site.asgi_server``, production settings and logging), walks a whole approval flow and a refused
-``?token=`` request, and scans every line the process wrote.
+The unit tests pin the masking; the last test runs the production web tier (nginx with
+``deploy/nginx/tess.conf`` in front of gunicorn for HTTP and daphne for websockets, production settings and
+logging), walks a whole approval flow and a refused ``?token=`` request, and scans every line any of them
+wrote: both servers' access logs and nginx's access and error logs.
 """
 
 from __future__ import annotations
@@ -140,8 +141,13 @@ def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_
     assert _request(port, "GET", "/healthz", {})[0] == 200  # the access log of the last request is written
 
     assert wait_for(lambda: "/api/v1/me/?token=" in child.output(), timeout=10), child.output()[-3000:]
-    lines = child.output().splitlines()
-    assert any("/approvals/[redacted]" in line for line in lines)
+    lines = web.log_lines()
+    # Each access log saw the flow: gunicorn's and daphne's through Tess's logging, nginx's in its own file.
+    http_access = [line for line in lines if '"logger": "tess.access"' in line and "/approvals/" in line]
+    assert any("/approvals/[redacted]" in line for line in http_access), lines[-20:]
+    assert any('"logger": "tess.access"' in line and "/ws/me/" in line for line in lines), lines[-20:]
+    nginx_access = (tmp_path / "web" / "nginx" / "tess.access.log").read_text().splitlines()
+    assert any('"GET /approvals/[redacted]/"' in line for line in nginx_access), nginx_access[-5:]
     for secret in (token, owner_token, approver_token, link):
         leaked = [line for line in lines if secret in line]
         assert not leaked, leaked[:3]

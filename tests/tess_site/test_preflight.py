@@ -37,7 +37,7 @@ def _lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
 def test_it_passes_when_everything_answers(tmp_path):
     result = _preflight(PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _lines(result) == {"database": "ok", "migrations": "ok", "redis": "ok", "metrics": "ok"}
+    assert _lines(result) == {"database": "ok", "migrations": "ok", "pool": "ok", "redis": "ok", "metrics": "ok"}
 
 
 def test_it_names_an_unreachable_database_and_redis_without_printing_their_passwords():
@@ -47,9 +47,36 @@ def test_it_names_an_unreachable_database_and_redis_without_printing_their_passw
         REDIS_URL=f"redis://:hunter2-redis@127.0.0.1:{dead}/0",
     )
     assert result.returncode == 1
-    assert _lines(result) == {"database": "MISSING", "migrations": "MISSING", "redis": "MISSING", "metrics": "ok"}
-    assert "Tess cannot start; missing: database, migrations, redis" in result.stderr
+    assert _lines(result) == {
+        "database": "MISSING",
+        "migrations": "MISSING",
+        "pool": "MISSING",
+        "redis": "MISSING",
+        "metrics": "ok",
+    }
+    assert "Tess cannot start; missing: database, migrations, pool, redis" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_with_a_pool_an_unreachable_database_is_named_with_its_own_error_not_the_pools_wait():
+    dead = free_port()
+    result = _preflight(TESS_DB_POOL="1", DATABASE_URL=f"postgres://tess:hunter2-db@127.0.0.1:{dead}/tess")
+    assert result.returncode == 1
+    assert _lines(result)["database"] == "MISSING" and "PoolTimeout" not in result.stdout
+    assert "OperationalError" in result.stdout, result.stdout
+
+
+def test_it_describes_the_pool_and_refuses_one_larger_than_postgresql_accepts():
+    result = _preflight(TESS_DB_POOL="1", TESS_DB_POOL_MIN="1", TESS_DB_POOL_MAX="3")
+    assert _lines(result)["pool"] == "ok", result.stdout + result.stderr
+    assert "pool: 1-3 connections per serving process, 10 s wait" in result.stdout
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        too_many = int(cursor.fetchone()[0]) + 1
+    result = _preflight(TESS_DB_POOL="1", TESS_DB_POOL_MAX=str(too_many))
+    assert result.returncode == 1
+    assert _lines(result)["pool"] == "MISSING"
+    assert f"TESS_DB_POOL_MAX={too_many} is more than the" in result.stdout
 
 
 def test_a_metrics_directory_it_cannot_write_stops_it_with_the_variable_named(tmp_path):
