@@ -11,10 +11,12 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from rest_framework.test import APIClient
 
 from tess_site.accounts import services as accounts
@@ -71,6 +73,108 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     print("\n" + banner + "\n" + "\n".join(f"  SKIPPED: {item.nodeid}" for item in skipped))
     for item in skipped:
         item.add_marker(pytest.mark.skip(reason=f"NEEDS {' AND '.join(m.upper() for m in missing)}"))
+
+
+def _template_name(controller_pid: int) -> str:
+    """The run's migrated template database, named like the test databases (``scripts/services.sh`` drops it if
+    the run that made it is gone)."""
+    return f"test_{connection.settings_dict['NAME']}_template_{controller_pid}"
+
+
+def _quoted(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's test databases, except that parallel workers on PostgreSQL migrate only once per run.
+
+    The first worker to get here builds a template database with every migration; each worker then clones it
+    (``CREATE DATABASE ... TEMPLATE``), which costs a fraction of migrating. An advisory lock on the server
+    orders the workers, and the template has no connection left open when it is cloned, as PostgreSQL requires.
+    """
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is None or connection.vendor != "postgresql" or aliases - {"default"}:
+        with django_db_blocker.unblock():
+            config = setup_databases(
+                verbosity=request.config.option.verbose,
+                interactive=False,
+                aliases=aliases,
+                serialized_aliases=serialized_aliases,
+            )
+        yield
+        with django_db_blocker.unblock():
+            teardown_databases(config, verbosity=request.config.option.verbose)
+        return
+
+    # The controller (scripts/test.sh's pytest) is every worker's parent; it drops the template at the end.
+    template = _template_name(os.getppid())
+    original_name = connection.settings_dict["NAME"]
+    test_name = connection.creation._get_test_db_name()
+    with django_db_blocker.unblock():
+        with connection._nodb_cursor() as lock:
+            lock.execute("SELECT pg_advisory_lock(hashtext(%s))", [template])
+            try:
+                lock.execute("SELECT 1 FROM pg_database WHERE datname = %s", [template])
+                if lock.fetchone() is None:
+                    _build_template(connection, template)
+                lock.execute(f"DROP DATABASE IF EXISTS {_quoted(test_name)}")
+                lock.execute(f"CREATE DATABASE {_quoted(test_name)} TEMPLATE {_quoted(template)}")
+            finally:
+                lock.execute("SELECT pg_advisory_unlock(hashtext(%s))", [template])
+        connection.close()
+        from django.conf import settings
+
+        settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = test_name
+        if "default" in serialized_aliases:
+            connection._test_serialized_contents = connection.creation.serialize_db_to_string()  # type: ignore[attr-defined]
+    yield
+    with django_db_blocker.unblock():
+        connection.creation.destroy_test_db(original_name, verbosity=request.config.option.verbose)
+
+
+def _build_template(connection: BaseDatabaseWrapper, template: str) -> None:
+    """Create and migrate ``template`` as a test database, then close every connection to it."""
+    test_settings = connection.settings_dict["TEST"]
+    test_name = test_settings["NAME"]
+    original_name = connection.settings_dict["NAME"]
+    test_settings["NAME"] = template
+    try:
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    except BaseException:
+        connection.close()
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(template)}")
+        raise
+    finally:
+        test_settings["NAME"] = test_name
+        connection.close()
+        from django.conf import settings
+
+        settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = original_name
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of a parallel run drops the template its workers cloned (they have all finished)."""
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return
+    if connection.vendor != "postgresql":
+        return
+    from pytest_django.plugin import blocking_manager_key
+
+    with session.config.stash[blocking_manager_key].unblock(), connection._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(_template_name(os.getpid()))}")
+    connection.close()
 
 
 @pytest.fixture(scope="session", autouse=True)
