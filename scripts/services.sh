@@ -55,7 +55,8 @@ ensure_database() {
 }
 
 # Test databases are named test_<db>_<pid> (tess_site/settings/test.py), with _gw<n> after it for each
-# parallel worker; drop those whose process is gone.
+# parallel worker, and a parallel run's migrated template test_<db>_template_<pid> (tests/conftest.py); drop
+# those whose process is gone.
 drop_stale_test_databases() {
   local name pid
   for name in $(psql -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -tAc \

@@ -31,5 +31,9 @@ echo "== import-linter"; .venv/bin/lint-imports --no-cache
 # (tess_site/settings/test.py). Many tests wait on child servers and workers, so more workers than cores
 # pays; TESS_TEST_WORKERS overrides the count (0 runs in this one process). The 25 slowest tests are listed.
 workers="${TESS_TEST_WORKERS:-4}"
+# Bytecode caches on, whatever the environment says: without them every worker re-compiles (and pytest
+# re-rewrites the asserts of) every test module, and every child process every module it imports, each run.
+# They go to the ignored __pycache__/ directories.
+unset PYTHONDONTWRITEBYTECODE
 echo "== pytest ($workers workers)"
 .venv/bin/pytest -n "$workers" --dist loadfile --durations=25 "$@"

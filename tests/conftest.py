@@ -11,19 +11,25 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from rest_framework.test import APIClient
 
 from tess_site.accounts import services as accounts
-from tess_site.accounts.models import Tenant
+from tess_site.accounts.models import Membership, Tenant
 from tess_site.accounts.selectors import roles_for
 from tess_site.scope import Channel, Role, Scope
 
 AUDIT_TABLE = "approvals_app_auditevent"
 AUDIT_HEAD_TABLE = "approvals_app_auditchainhead"
+# Content types and permissions come from the code, not from tests: the flush's post_migrate signal would only
+# insert again, app by app, the rows the flush deleted. The flush keeps them (tables that refer to them go).
+KEPT_BY_FLUSH = ("django_content_type", "auth_permission")
 
 
 # The files that take longest (each starts servers, peers or many examples). Parallel workers take whole files
@@ -73,6 +79,108 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.skip(reason=f"NEEDS {' AND '.join(m.upper() for m in missing)}"))
 
 
+def _template_name(controller_pid: int) -> str:
+    """The run's migrated template database, named like the test databases (``scripts/services.sh`` drops it if
+    the run that made it is gone)."""
+    return f"test_{connection.settings_dict['NAME']}_template_{controller_pid}"
+
+
+def _quoted(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's test databases, except that parallel workers on PostgreSQL migrate only once per run.
+
+    The first worker to get here builds a template database with every migration; each worker then clones it
+    (``CREATE DATABASE ... TEMPLATE``), which costs a fraction of migrating. An advisory lock on the server
+    orders the workers, and the template has no connection left open when it is cloned, as PostgreSQL requires.
+    """
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is None or connection.vendor != "postgresql" or aliases - {"default"}:
+        with django_db_blocker.unblock():
+            config = setup_databases(
+                verbosity=request.config.option.verbose,
+                interactive=False,
+                aliases=aliases,  # type: ignore[arg-type]  # any collection of aliases, as pytest-django passes
+                serialized_aliases=serialized_aliases,
+            )
+        yield
+        with django_db_blocker.unblock():
+            teardown_databases(config, verbosity=request.config.option.verbose)
+        return
+
+    # The controller (scripts/test.sh's pytest) is every worker's parent; it drops the template at the end.
+    template = _template_name(os.getppid())
+    original_name = connection.settings_dict["NAME"]
+    test_name = connection.settings_dict["TEST"]["NAME"]  # tess_site/settings/test.py names it, with _gw<n>
+    with django_db_blocker.unblock():
+        with connection._nodb_cursor() as lock:
+            lock.execute("SELECT pg_advisory_lock(hashtext(%s))", [template])
+            try:
+                lock.execute("SELECT 1 FROM pg_database WHERE datname = %s", [template])
+                if lock.fetchone() is None:
+                    _build_template(connection, template)
+                lock.execute(f"DROP DATABASE IF EXISTS {_quoted(test_name)}")
+                lock.execute(f"CREATE DATABASE {_quoted(test_name)} TEMPLATE {_quoted(template)}")
+            finally:
+                lock.execute("SELECT pg_advisory_unlock(hashtext(%s))", [template])
+        connection.close()
+        from django.conf import settings
+
+        settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = test_name
+        if "default" in serialized_aliases:
+            connection._test_serialized_contents = connection.creation.serialize_db_to_string()  # type: ignore[attr-defined]
+    yield
+    with django_db_blocker.unblock():
+        connection.creation.destroy_test_db(original_name, verbosity=request.config.option.verbose)
+
+
+def _build_template(connection: BaseDatabaseWrapper, template: str) -> None:
+    """Create and migrate ``template`` as a test database, then close every connection to it."""
+    test_settings = connection.settings_dict["TEST"]
+    test_name = test_settings["NAME"]
+    original_name = connection.settings_dict["NAME"]
+    test_settings["NAME"] = template
+    try:
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    except BaseException:
+        connection.close()
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(template)}")
+        raise
+    finally:
+        test_settings["NAME"] = test_name
+        connection.close()
+        from django.conf import settings
+
+        settings.DATABASES["default"]["NAME"] = connection.settings_dict["NAME"] = original_name
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of a parallel run drops the template its workers cloned (they have all finished)."""
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return
+    if connection.vendor != "postgresql":
+        return
+    from pytest_django.plugin import blocking_manager_key
+
+    with session.config.stash[blocking_manager_key].unblock(), connection._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(_template_name(os.getpid()))}")
+    connection.close()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _allow_flushing_audit_between_transactional_tests(
     django_db_setup: None, django_db_blocker: object
@@ -92,6 +200,7 @@ def _allow_flushing_audit_between_transactional_tests(
     original_execute = ops_class.execute_sql_flush
 
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        tables = [table for table in tables if table not in KEPT_BY_FLUSH]
         statements = original(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         guarded = [table for table in (AUDIT_TABLE, AUDIT_HEAD_TABLE) if table in tables]
         return [
@@ -150,27 +259,36 @@ class Cast:
     outsider: User
 
 
-def _member(tenant: Tenant, username: str, *roles: Role) -> User:
-    user, _ = accounts.user_ensure(username=username, password=f"{username}-pass-1234")
-    for role in roles:
-        accounts.membership_grant(tenant=tenant, user=user, role=role)
-    return user
+# (username, tenant, roles), in the order the accounts services would make them.
+_CAST = (
+    ("owner", "acme", (Role.OPERATOR,)),
+    ("teammate", "acme", (Role.OPERATOR,)),
+    ("approver", "acme", (Role.APPROVER,)),
+    ("auditor", "acme", (Role.AUDITOR,)),
+    ("admin_user", "acme", (Role.ADMIN, Role.OPERATOR)),
+    ("outsider", "globex", (Role.OPERATOR, Role.AUDITOR, Role.ADMIN)),
+)
 
 
 @pytest.fixture
 def cast(db: None) -> Cast:
-    acme = accounts.tenant_create(slug="acme", name="Acme")
-    globex = accounts.tenant_create(slug="globex", name="Globex")
-    return Cast(
-        acme=acme,
-        globex=globex,
-        owner=_member(acme, "owner", Role.OPERATOR),
-        teammate=_member(acme, "teammate", Role.OPERATOR),
-        approver=_member(acme, "approver", Role.APPROVER),
-        auditor=_member(acme, "auditor", Role.AUDITOR),
-        admin_user=_member(acme, "admin_user", Role.ADMIN, Role.OPERATOR),
-        outsider=_member(globex, "outsider", Role.OPERATOR, Role.AUDITOR, Role.ADMIN),
+    """The cast, written as three bulk inserts: the very rows ``tenant_create``, ``user_ensure`` (staff, with the
+    password ``<username>-pass-1234``) and ``membership_grant`` write, which touch no other table and send no
+    signal. Most tests start with it, and the services' own queries (about 80) cost more than many tests do;
+    the services themselves are tested in ``tests/accounts``."""
+    acme, globex = Tenant.objects.bulk_create([Tenant(slug="acme", name="Acme"), Tenant(slug="globex", name="Globex")])
+    tenants = {"acme": acme, "globex": globex}
+    users = User.objects.bulk_create(
+        [User(username=name, is_staff=True, password=make_password(f"{name}-pass-1234")) for name, _, _ in _CAST]
     )
+    Membership.objects.bulk_create(
+        [
+            Membership(tenant=tenants[tenant], user=user, role=role.value)
+            for user, (_, tenant, roles) in zip(users, _CAST, strict=True)
+            for role in roles
+        ]
+    )
+    return Cast(acme, globex, *users)
 
 
 def scope_of(

@@ -17,7 +17,12 @@ from tests.tess_site.production import HEADERS, start_production_web, start_prod
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
-EXAMPLES = os.environ.get("TESS_SCHEMATHESIS_EXAMPLES", "10")
+# Random examples per operation in the fuzzing and stateful phases. The coverage phase, which does not depend on
+# this number, makes about two thirds of the run's requests (every boundary and missing or malformed value of
+# every operation) and is what finds an undocumented status: with DELETE /memory/'s 200 left undocumented, the
+# coverage phase alone fails the run and the fuzzing phase alone (10 examples) passes. Five keeps random bodies
+# on every operation at half the cost.
+EXAMPLES = os.environ.get("TESS_SCHEMATHESIS_EXAMPLES", "5")
 CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance"
 
 

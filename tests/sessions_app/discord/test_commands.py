@@ -121,10 +121,12 @@ def test_a_redelivered_interaction_runs_one_turn(cast, interact, discord_api, dj
     link(cast.owner, cast.acme, OWNER_ID)
     bind(session)
     payload = command("ask", OWNER_ID, text="hello")
+    now = int(time.time())
     with django_capture_on_commit_callbacks(execute=True):
-        interact(payload)
-        # Discord retrying delivery signs again (a new timestamp), so this is not a replayed request.
-        again = interact(payload, timestamp=int(time.time()) - 1)
+        interact(payload, timestamp=now)
+        # Discord retrying delivery signs again (another timestamp, whatever the clock did in between), so this is
+        # not a replayed request.
+        again = interact(payload, timestamp=now - 1)
     assert "already received" in content(again)
     assert SessionEvent.objects.filter(session=session, kind="turn.in").count() == 1
 
