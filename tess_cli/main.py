@@ -15,7 +15,7 @@ from .client import EXIT_CODES, INTERRUPTED, OK, REFUSED, USAGE, Api, CliError
 from .output import emit_json, event_line, fields, neutralised_output, table, write_raw
 from .stream import follow
 
-SESSION_COLUMNS = ["id", "title", "status", "owner", "provider", "last_seq"]
+SESSION_COLUMNS = ["id", "title", "status", "agent_state", "agent_state_since", "owner", "provider", "last_seq"]
 APPROVAL_COLUMNS = ["id", "action", "target_id", "status", "requester", "expires_at"]
 
 

@@ -18,7 +18,19 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
 
     class Meta:
         model = Session
-        fields = ["id", "title", "status", "owner", "provider", "runtime_id", "last_seq", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "title",
+            "status",
+            "agent_state",
+            "agent_state_since",
+            "owner",
+            "provider",
+            "runtime_id",
+            "last_seq",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 
