@@ -47,8 +47,8 @@ from .contract import (
     StreamPage,
 )
 from .pane_log import CLOSED_SUFFIX, LOG_SUFFIX, read_logs
-from .tmux_state import PaneFacts, PaneRules, classify
 from .tmux_cli import SEND_KEYS_CHUNK, TmuxCli, TmuxServerGone, parse_rows, row_format
+from .tmux_state import PaneFacts, PaneRules, classify
 
 logger = logging.getLogger(__name__)
 

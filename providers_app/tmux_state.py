@@ -37,7 +37,7 @@ DEFAULT_WAITING_PATTERNS = (
 DEFAULT_DIALOG_PATTERNS = (
     r"^\W*(do you want to|would you like to)\b.*\?\W*$",  # Claude Code / Codex approval questions
     r"^\W*allow\b.*\?\W*$",
-    r"^\W*[❯›>]\s*1\.\s+yes\b",  # the selected first option of a numbered yes/no menu
+    "^\\W*[\u276f\u203a>]\\s*1\\.\\s+yes\\b",  # a numbered menu whose first option, Yes, is selected
 )
 DEFAULT_SHELLS = ("bash", "zsh", "sh", "dash", "fish", "ksh", "mksh", "tcsh", "csh", "nu", "xonsh", "elvish", "pwsh")
 

@@ -372,7 +372,8 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
             return 0
         provider = get_provider(session.provider_instance)
         try:
-            page = provider.stream_session(session.runtime_ref, session.cursor or None, system_scope(session), limit=limit)
+            scope = system_scope(session)
+            page = provider.stream_session(session.runtime_ref, session.cursor or None, scope, limit=limit)
         except RuntimeNotFound:
             # The runtime is gone (or its id now means another session): nothing more will come.
             page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)

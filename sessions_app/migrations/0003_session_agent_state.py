@@ -4,30 +4,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0002_session_migration'),
+        ("sessions_app", "0002_session_migration"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='session',
-            name='agent_state',
-            field=models.CharField(choices=[('working', 'working'), ('waiting_for_input', 'waiting for input'), ('idle', 'idle'), ('error', 'error'), ('ended', 'ended'), ('unknown', 'unknown')], default='unknown', max_length=24),
+            model_name="session",
+            name="agent_state",
+            field=models.CharField(
+                choices=[
+                    ("working", "working"),
+                    ("waiting_for_input", "waiting for input"),
+                    ("idle", "idle"),
+                    ("error", "error"),
+                    ("ended", "ended"),
+                    ("unknown", "unknown"),
+                ],
+                default="unknown",
+                max_length=24,
+            ),
         ),
         migrations.AddField(
-            model_name='session',
-            name='agent_state_seen',
-            field=models.CharField(blank=True, choices=[('working', 'working'), ('waiting_for_input', 'waiting for input'), ('idle', 'idle'), ('error', 'error'), ('ended', 'ended'), ('unknown', 'unknown')], max_length=24),
+            model_name="session",
+            name="agent_state_seen",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("working", "working"),
+                    ("waiting_for_input", "waiting for input"),
+                    ("idle", "idle"),
+                    ("error", "error"),
+                    ("ended", "ended"),
+                    ("unknown", "unknown"),
+                ],
+                max_length=24,
+            ),
         ),
         migrations.AddField(
-            model_name='session',
-            name='agent_state_seen_since',
+            model_name="session",
+            name="agent_state_seen_since",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='session',
-            name='agent_state_since',
+            model_name="session",
+            name="agent_state_since",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]
