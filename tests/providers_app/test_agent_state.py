@@ -3,7 +3,7 @@ run status, the last message of a Matrix room; and the tmux screen rules on thei
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from tests.waiting import wait_for
 from .hermes_harness import HermesHarness
 from .matrix_harness import MatrixHarness
 from .pi_harness import PiHarness, PiRpcHarness
-from .test_matrix import make_matrix  # noqa: F401  (the fixture)
+from .synapse import Synapse
 
 # --- pi ----------------------------------------------------------------------------------------------
 
@@ -110,11 +110,17 @@ def test_hermes_a_question_with_no_run_tess_knows_of_is_unknown(tmp_path: Path, 
 # --- Matrix ------------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def matrix(synapse: Synapse, tmp_path: Path) -> Iterator[MatrixHarness]:
+    harness = MatrixHarness(tmp_path, "state", synapse)
+    yield harness
+    harness.close()
+
+
 def test_matrix_is_working_after_tess_spoke_and_idle_after_the_agent_answered(
-    make_matrix: Callable[..., MatrixHarness], system_scope: Scope
+    matrix: MatrixHarness, system_scope: Scope
 ) -> None:
-    harness = make_matrix("state")
-    provider = harness.provider
+    harness, provider = matrix, matrix.provider
     ref = harness.start(system_scope, "alpha")
 
     def state() -> AgentState:
@@ -158,14 +164,17 @@ def facts(screen: list[str], *, command: str = "node", cursor: int | None = None
                 "│ Bash command                               │",
                 "│   rm -rf build                             │",
                 "│ Do you want to proceed?                    │",
-                "│ ❯ 1. Yes                                   │",
+                "│ ❯ 1. Yes                                   │",  # noqa: RUF001
                 "│   2. No, and tell Claude what to do        │",
                 "╰────────────────────────────────────────────╯",
                 "",
             ],
             "claude",
         ),
-        (["Would you like to run the following command?", "", "  $ make test", "", "› 1. Yes, proceed", ""], "codex"),
+        (
+            ["Would you like to run the following command?", "", "  $ make test", "", "› 1. Yes, proceed", ""],  # noqa: RUF001
+            "codex",
+        ),
     ],
 )
 def test_prompts_of_common_shells_and_coding_agents_read_as_waiting(screen: list[str], command: str) -> None:

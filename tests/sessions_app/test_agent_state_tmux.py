@@ -61,7 +61,8 @@ def test_a_command_that_exits_is_an_error_unless_its_status_is_zero(
     cast: Cast, tmux: TmuxInstance, settings: Any, tmp_path: Path, code: int, state: str
 ) -> None:
     provider = configure(settings, tmux)
-    session = run_script(cast, provider, tmp_path, 'cd "$1"\n' + WORK.format(flag="stop") + f"exit {code}\n", remain=True)
+    script = 'cd "$1"\n' + WORK.format(flag="stop") + f"exit {code}\n"
+    session = run_script(cast, provider, tmp_path, script, remain=True)
     pump_until_state(session, "working")
     (tmp_path / "stop").touch()
     done = pump_until_state(session, state)
@@ -96,7 +97,7 @@ FLASH_SCRIPT = (
     'cd "$1"\n'
     + WORK.format(flag="ask")
     + "printf 'Continue? [y/N] '\n"
-    + 'while [ ! -e go ]; do sleep 0.05; done\n'
+    + "while [ ! -e go ]; do sleep 0.05; done\n"
     + "echo\n"
     + WORK.format(flag="ask-again")
     + "printf 'Continue? [y/N] '\n"
