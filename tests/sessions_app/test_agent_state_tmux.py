@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.utils.dateparse import parse_datetime
 
+from providers_app.registry import get_provider, reset_instances
 from sessions_app import services
 from sessions_app.models import Session
+from tess_site.accounts import services as accounts
+from tess_site.scope import Role
 from tests.conftest import Cast, scope_of
 
 from .agent_state_helpers import WORK, announced, configure, pump_for, pump_until, pump_until_state, run_script
@@ -135,3 +140,27 @@ def test_a_session_whose_runtime_is_gone_ends_with_one_status_event(
 
     assert ended.agent_state == "ended"
     assert announced(ended) == ["working", "ended"]
+
+
+def test_the_demo_agent_works_asks_and_works_again_once_answered(
+    cast: Cast, tmux_pair: tuple[TmuxInstance, TmuxInstance], settings: Any
+) -> None:
+    demo, agent = tmux_pair
+    settings.TESS_RUNTIME_PROVIDERS = {
+        "demo": demo.config(),
+        "demo-agent": agent.config(command=["sh", "-c", settings.DEMO_AGENT_SCRIPT]),
+    }
+    reset_instances()
+    tenant = accounts.tenant_create(slug="demo")
+    operator, _ = accounts.user_ensure(username="operator")
+    accounts.membership_grant(tenant=tenant, user=operator, role=Role.OPERATOR)
+    call_command("tess_demo_session", stdout=io.StringIO())
+    session = Session.objects.get(provider_instance="demo-agent")
+    assert Session.objects.filter(provider_instance="demo").count() == 1
+
+    pump_until_state(session, "working")
+    pump_until_state(session, "waiting_for_input")
+    get_provider("demo-agent").send_message(session.runtime_ref, "y", "answer-1", scope_of(operator, tenant))
+    again = pump_until_state(session, "working")
+    assert announced(again) == ["working", "waiting_for_input", "working"]
+    reset_instances()
