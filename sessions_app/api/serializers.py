@@ -32,6 +32,13 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
             "updated_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "agent_state": {
+                "help_text": "What the session's agent is doing, as its runtime says (`unknown`: the runtime "
+                "cannot tell); every change is also a `status` event of the stream."
+            },
+            "agent_state_since": {"help_text": "When the agent entered that state (null before the first look)."},
+        }
 
 
 class SessionCreateSerializer(serializers.Serializer[Any]):
