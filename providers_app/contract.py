@@ -103,10 +103,15 @@ FINAL_AGENT_STATES = frozenset({AgentState.ERROR, AgentState.ENDED})
 
 @dataclass(frozen=True)
 class AgentObservation:
-    """One look at a runtime session: its agent's state now, and what the runtime said (for logs, not UI)."""
+    """One look at a runtime session: its agent's state now, and what the runtime said (for logs, not UI).
+
+    ``since``: when the runtime says the state began, if it knows (tmux: the pane's last output, for a
+    state that is the absence of output); the pump's debounce counts from there.
+    """
 
     state: AgentState
     reason: str = ""
+    since: datetime | None = None
 
 
 @dataclass(frozen=True)

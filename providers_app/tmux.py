@@ -66,6 +66,7 @@ PANE_FIELDS = (
     "pane_active",
     "pane_dead",
     "pane_dead_status",
+    "pane_dead_signal",
     "pane_pipe",
     "pane_current_command",
     "session_name",
@@ -265,6 +266,7 @@ class TmuxProvider(AgentRuntimeProvider):
         facts = PaneFacts(
             dead=dead,
             dead_status=row["pane_dead_status"],
+            dead_signal=row["pane_dead_signal"],
             command=row["pane_current_command"],
             screen=screen,
             cursor_y=int(row["cursor_y"]) if row["cursor_y"].isdigit() else -1,

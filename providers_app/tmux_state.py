@@ -2,7 +2,8 @@
 
 Order of the rules (the first that applies wins):
 
-1. the pane is dead (``remain-on-exit``): exit status 0 is ``ended``, anything else ``error``;
+1. the pane is dead (``remain-on-exit``): exit status 0 is ``ended``, another status or a signal ``error``
+   (until tmux has collected either, ``unknown``);
 2. it wrote output within ``quiet_seconds``: ``working`` (a program that keeps redrawing is busy, whatever
    its screen shows);
 3. the cursor line matches a ``waiting_patterns`` entry (``Continue? [y/N]``, ``Press Enter``, a
@@ -21,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -39,6 +41,7 @@ DEFAULT_DIALOG_PATTERNS = (
     r"^\W*allow\b.*\?\W*$",
     "^\\W*[\u276f\u203a>]\\s*1\\.\\s+yes\\b",  # a numbered menu whose first option, Yes, is selected
 )
+QUIET_STATES = frozenset({AgentState.WAITING_FOR_INPUT, AgentState.IDLE})
 DEFAULT_SHELLS = ("bash", "zsh", "sh", "dash", "fish", "ksh", "mksh", "tcsh", "csh", "nu", "xonsh", "elvish", "pwsh")
 
 
@@ -48,6 +51,7 @@ class PaneFacts:
 
     dead: bool
     dead_status: str  # the exit status of a dead pane ("" when tmux does not know)
+    dead_signal: str  # the signal that killed it ("" if none did)
     command: str  # #{pane_current_command}
     screen: Sequence[str]  # the visible lines (capture-pane -p)
     cursor_y: int
@@ -100,10 +104,24 @@ def _is_shell(command: str, shells: frozenset[str]) -> bool:
 
 
 def classify(facts: PaneFacts, rules: PaneRules) -> AgentObservation:
+    observation = _classify(facts, rules)
+    if observation.state in QUIET_STATES and facts.quiet_for is not None:
+        # A prompt or a shell's prompt began when the output stopped, not when Tess first looked.
+        began = datetime.now(UTC) - timedelta(seconds=facts.quiet_for)
+        return AgentObservation(observation.state, observation.reason, since=began)
+    return observation
+
+
+def _classify(facts: PaneFacts, rules: PaneRules) -> AgentObservation:
     if facts.dead:
         if facts.dead_status == "0":
             return AgentObservation(AgentState.ENDED, "exited with status 0")
-        return AgentObservation(AgentState.ERROR, f"exited with status {facts.dead_status or 'unknown'}")
+        if facts.dead_status:
+            return AgentObservation(AgentState.ERROR, f"exited with status {facts.dead_status}")
+        if facts.dead_signal:
+            return AgentObservation(AgentState.ERROR, f"killed by signal {facts.dead_signal}")
+        # Dead, but tmux has not collected how it ended yet: neither an error nor a clean end, so far.
+        return AgentObservation(AgentState.UNKNOWN, "exit status not known yet")
     if facts.quiet_for is not None and facts.quiet_for < rules.quiet_seconds:
         return AgentObservation(AgentState.WORKING, "writing output")
     shell = _is_shell(facts.command, rules.shells)

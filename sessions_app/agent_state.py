@@ -25,17 +25,25 @@ class Step:
 def step(
     *,
     current: str,
+    current_since: datetime | None,
     seen: str,
     seen_since: datetime | None,
     observed: AgentState,
+    observed_since: datetime | None,
     now: datetime,
     debounce: float,
 ) -> Step:
-    """The change after observing ``observed`` at ``now``, given the row's announced and pending states."""
+    """The change after observing ``observed`` at ``now``, given the row's announced and pending states.
+
+    ``observed_since`` is when the runtime says the state began (tmux: its last output), if it knows; it
+    counts towards the debounce, but never from before the announced state began or after ``now``.
+    """
     if observed == current:
         return Step({"agent_state_seen": "", "agent_state_seen_since": None} if seen else {}, announce=False)
     if observed != seen or seen_since is None:
-        seen_since = now
+        seen_since = min(observed_since or now, now)
+        if current_since is not None:
+            seen_since = max(seen_since, current_since)
     if observed in FINAL_AGENT_STATES or now - seen_since >= timedelta(seconds=debounce):
         fields = {
             "agent_state": observed.value,

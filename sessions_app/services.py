@@ -419,7 +419,7 @@ def _agent_state_change(
     """Look at the agent's state; the row's fields to write, and a ``status`` event in ``items`` when the
     announced state changes (once per change: the caller holds the row lock)."""
     try:
-        observed = provider.agent_state(session.runtime_ref, system_scope(session)).state
+        observation = provider.agent_state(session.runtime_ref, system_scope(session))
     except RuntimeNotFound:
         return {}  # gone: the stream says ``ended`` once its output is drained
     except ProviderError as exc:
@@ -427,15 +427,17 @@ def _agent_state_change(
         return {}
     change = agent_state.step(
         current=session.agent_state,
+        current_since=session.agent_state_since,
         seen=session.agent_state_seen,
         seen_since=session.agent_state_seen_since,
-        observed=observed,
+        observed=observation.state,
+        observed_since=observation.since,
         now=now,
         debounce=provider.agent_state_debounce,
     )
     if change.announce:
         since = change.fields["agent_state_since"]
-        body = stream.status_body(status=session.status, agent_state=observed, since=since)
+        body = stream.status_body(status=session.status, agent_state=observation.state, since=since)
         items.append((stream.EventKind.STATUS, body))
     return change.fields
 

@@ -144,6 +144,7 @@ def facts(screen: list[str], *, command: str = "node", cursor: int | None = None
     return PaneFacts(
         dead=False,
         dead_status="",
+        dead_signal="",
         command=command,
         screen=screen,
         cursor_y=len(screen) - 1 if cursor is None else cursor,
@@ -192,6 +193,22 @@ def test_prompts_of_common_shells_and_coding_agents_read_as_waiting(screen: list
 )
 def test_history_and_ordinary_questions_do_not_read_as_waiting(screen: list[str], command: str) -> None:
     assert classify(facts(screen, command=command), RULES).state != AgentState.WAITING_FOR_INPUT
+
+
+@pytest.mark.parametrize(
+    ("status", "signal", "state"),
+    [
+        ("0", "", AgentState.ENDED),
+        ("2", "", AgentState.ERROR),
+        ("", "15", AgentState.ERROR),
+        ("", "", AgentState.UNKNOWN),
+    ],
+)
+def test_a_dead_pane_is_ended_or_an_error_by_how_it_ended_and_unknown_until_tmux_knows(
+    status: str, signal: str, state: AgentState
+) -> None:
+    dead = PaneFacts(dead=True, dead_status=status, dead_signal=signal, command="", screen=[], cursor_y=0, quiet_for=9)
+    assert classify(dead, RULES).state == state
 
 
 def test_a_prompt_on_a_screen_that_is_still_being_written_is_work() -> None:
