@@ -106,7 +106,7 @@ class AgentObservation:
     """One look at a runtime session: its agent's state now, and what the runtime said (for logs, not UI).
 
     ``since``: when the runtime says the state began, if it knows (tmux: the pane's last output, for a
-    state that is the absence of output); the pump's debounce counts from there.
+    state that is the absence of output); it becomes the announced ``since``.
     """
 
     state: AgentState

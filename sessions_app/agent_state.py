@@ -35,19 +35,21 @@ def step(
 ) -> Step:
     """The change after observing ``observed`` at ``now``, given the row's announced and pending states.
 
-    ``observed_since`` is when the runtime says the state began (tmux: its last output), if it knows; it
-    counts towards the debounce, but never from before the announced state began or after ``now``.
+    The debounce counts from the first look that saw the state, so a runtime that stalls for a moment is
+    not taken at its word at once. ``observed_since`` (when the runtime says the state began, tmux: its last
+    output) becomes the announced ``since``, never earlier than the announced state's own start.
     """
     if observed == current:
         return Step({"agent_state_seen": "", "agent_state_seen_since": None} if seen else {}, announce=False)
     if observed != seen or seen_since is None:
-        seen_since = min(observed_since or now, now)
-        if current_since is not None:
-            seen_since = max(seen_since, current_since)
+        seen_since = now
     if observed in FINAL_AGENT_STATES or now - seen_since >= timedelta(seconds=debounce):
+        began = min(observed_since or seen_since, seen_since)
+        if current_since is not None:
+            began = max(began, current_since)
         fields = {
             "agent_state": observed.value,
-            "agent_state_since": seen_since,
+            "agent_state_since": began,
             "agent_state_seen": "",
             "agent_state_seen_since": None,
         }
