@@ -86,6 +86,34 @@ class AttachMode(StrEnum):
     INTERACTIVE = "interactive"
 
 
+class AgentState(StrEnum):
+    """What the agent in a runtime session is doing, as its runtime says (never a model's guess)."""
+
+    WORKING = "working"
+    WAITING_FOR_INPUT = "waiting_for_input"
+    IDLE = "idle"
+    ERROR = "error"
+    ENDED = "ended"
+    UNKNOWN = "unknown"  # the provider cannot tell
+
+
+# States that are facts once seen (an exit status, a session gone): announced without a debounce.
+FINAL_AGENT_STATES = frozenset({AgentState.ERROR, AgentState.ENDED})
+
+
+@dataclass(frozen=True)
+class AgentObservation:
+    """One look at a runtime session: its agent's state now, and what the runtime said (for logs, not UI).
+
+    ``since``: when the runtime says the state began, if it knows (tmux: the pane's last output, for a
+    state that is the absence of output); it becomes the announced ``since``.
+    """
+
+    state: AgentState
+    reason: str = ""
+    since: datetime | None = None
+
+
 @dataclass(frozen=True)
 class RuntimeRef:
     """Where a runtime session lives: a configured provider instance and the provider's exact id.
@@ -228,6 +256,21 @@ class AgentRuntimeProvider(ABC):
     def start_session(self, scope: Scope, *, title: str) -> RuntimeSession:
         """Start a new runtime session with the instance's configured command (never a client's)."""
         raise self._unsupported(Operation.START)
+
+    @property
+    def agent_state_debounce(self) -> float:
+        """Seconds a new agent state must hold before it is announced (instance option ``debounce_seconds``)."""
+        try:
+            return max(float(self.config.get("debounce_seconds", self.default_debounce)), 0.0)
+        except (TypeError, ValueError):
+            return self.default_debounce
+
+    default_debounce: float = 0.0
+
+    def agent_state(self, ref: RuntimeRef, scope: Scope) -> AgentObservation:
+        """The agent's state from what the runtime says. ``unknown`` when this provider cannot tell;
+        ``ProviderUnavailable`` when the runtime could not be asked this time."""
+        return AgentObservation(AgentState.UNKNOWN, "not derived by this provider")
 
     def require(self, operation: Operation) -> None:
         if not self.capabilities().supports(operation):

@@ -17,11 +17,15 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from django.core.cache import cache
+
 from tess_site.errors import InvalidInput
 from tess_site.scope import Scope
 
 from .contract import (
+    AgentObservation,
     AgentRuntimeProvider,
+    AgentState,
     ApprovalRequired,
     Attachment,
     AttachMode,
@@ -47,6 +51,18 @@ BASE_OPERATIONS = frozenset(
     {Operation.LIST, Operation.TREE, Operation.STREAM, Operation.ATTACH, Operation.DETACH, Operation.START}
 )
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# A run's status (``GET /v1/runs/{id}``) as the agent's state; any other status reads as unknown.
+RUN_STATES = {
+    "queued": AgentState.WORKING,
+    "started": AgentState.WORKING,
+    "running": AgentState.WORKING,
+    "waiting_for_approval": AgentState.WAITING_FOR_INPUT,
+    "requires_action": AgentState.WAITING_FOR_INPUT,
+    "completed": AgentState.IDLE,
+    "cancelled": AgentState.IDLE,
+    "failed": AgentState.ERROR,
+}
+RUN_MEMORY_SECONDS = 7 * 24 * 3600
 PAGE = 200
 MAX_PAGES = 50
 
@@ -267,6 +283,32 @@ class HermesProvider(AgentRuntimeProvider):
                 return
         raise ProviderUnavailable("The run's event stream ended before the run did.", details={"provider": self.name})
 
+    def agent_state(self, ref: RuntimeRef, scope: Scope) -> AgentObservation:
+        """The status of the session's latest run Tess started (``GET /v1/runs/{id}``); without one, the
+        stored messages: nothing asked or the assistant answered last is idle, a question with no run
+        Tess knows of is unknown. An ended session is ended."""
+        session = self._open_session(ref, allow_ended=True)
+        if session.get("ended_at"):
+            return AgentObservation(AgentState.ENDED, "the session has ended")
+        run_id = cache.get(self._run_key(ref.runtime_id))
+        if isinstance(run_id, str) and run_id:
+            try:
+                run = self.http.json("GET", f"/v1/runs/{quote(run_id, safe='')}")
+            except RuntimeNotFound:
+                run = None  # finished and forgotten by the server: the messages say the rest
+            status = str(run.get("status", "")) if isinstance(run, dict) else ""
+            if status in RUN_STATES:
+                return AgentObservation(RUN_STATES[status], f"run {status}")
+        messages = _items(self.http.json("GET", f"/api/sessions/{quote(ref.runtime_id, safe='')}/messages"), "messages")
+        spoken = [m for m in messages if m.get("role") in ("user", "assistant")]
+        if not spoken or spoken[-1].get("role") == "assistant":
+            return AgentObservation(AgentState.IDLE, "the assistant answered last")
+        return AgentObservation(AgentState.UNKNOWN, "a question and no run Tess knows of")
+
+    def _run_key(self, session_id: str) -> str:
+        digest = hashlib.sha256(f"{self.name}\0{self.endpoint}\0{session_id}".encode()).hexdigest()[:32]
+        return f"hermes-run:{digest}"
+
     # --- actions -------------------------------------------------------------------------------------
 
     def start_session(self, scope: Scope, *, title: str) -> RuntimeSession:
@@ -299,6 +341,8 @@ class HermesProvider(AgentRuntimeProvider):
         replayed = response.headers.get("Idempotency-Replayed", "").lower() == "true"
         with self._lock:
             self._runs.setdefault(ref.runtime_id, set()).add(run_id)
+        # Shared (the cache is Redis's when Tess runs with Redis): the pump asks about it from any process.
+        cache.set(self._run_key(ref.runtime_id), run_id, timeout=RUN_MEMORY_SECONDS)
         logger.info(
             "hermes %s: run %s in %s (replayed=%s, %s)",
             self.name,

@@ -28,7 +28,9 @@ from tess_site.errors import InvalidInput
 from tess_site.scope import Scope
 
 from .contract import (
+    AgentObservation,
     AgentRuntimeProvider,
+    AgentState,
     ApprovalRequired,
     Attachment,
     AttachMode,
@@ -240,6 +242,25 @@ class MatrixProvider(AgentRuntimeProvider):
                 raise RuntimeNotFound(details={"provider": self.name})  # never a member: not a session of ours
             ended = membership != "join"
         return StreamPage(chunks=tuple(chunks), next_cursor=at(index, offset), ended=ended)
+
+    def agent_state(self, ref: RuntimeRef, scope: Scope) -> AgentObservation:
+        """Who wrote the room's last message: Tess's account (an operator's message the agent has not
+        answered yet) is working, anyone else (the agent answered) is idle. A room Tess left is ended."""
+        self._check_ref(ref)
+        room = ref.runtime_id
+        if self._membership(room, fresh=False) != "join":
+            return AgentObservation(AgentState.ENDED, "Tess's account left the room")
+        params = {"dir": "b", "limit": 1, "filter": json.dumps({"types": ["m.room.message"]})}
+        try:
+            page = self.client.get(f"{CLIENT_V3}/rooms/{segment(room)}/messages", params)
+        except MatrixRefused:
+            raise RuntimeNotFound(details={"provider": self.name}) from None
+        last = next((e for e in page.get("chunk") or [] if isinstance(e, dict)), None)
+        if last is None:
+            return AgentObservation(AgentState.IDLE, "no messages yet")
+        if last.get("sender") == self.user_id():
+            return AgentObservation(AgentState.WORKING, "the last message is Tess's")
+        return AgentObservation(AgentState.IDLE, "the last message is the agent's")
 
     # --- actions -------------------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ from tess_site.scope import Scope
 
 from . import pi_files
 from .contract import (
+    AgentObservation,
     AgentRuntimeProvider,
+    AgentState,
     Attachment,
     AttachMode,
     Capabilities,
@@ -72,6 +74,10 @@ class PiProvider(AgentRuntimeProvider):
             self.idle_seconds = -1.0
         if self.idle_seconds < 0:
             raise ImproperlyConfigured(f"TESS_RUNTIME_PROVIDERS[{name!r}]['idle_seconds'] must be 0 or more seconds.")
+        try:
+            self.active_seconds = float(config.get("active_seconds", 120))
+        except (TypeError, ValueError):
+            raise ImproperlyConfigured(f"TESS_RUNTIME_PROVIDERS[{name!r}]['active_seconds'] must be seconds.") from None
         self.cwd = str(config["cwd"]) if config.get("cwd") else None
         extra_env = config.get("env") or {}
         if not isinstance(extra_env, dict):
@@ -143,6 +149,33 @@ class PiProvider(AgentRuntimeProvider):
         path = self._path_of(ref)
         chunks, next_cursor = pi_files.read_page(path, cursor, limit)
         return StreamPage(chunks=tuple(chunks), next_cursor=next_cursor, ended=False)
+
+    def agent_state(self, ref: RuntimeRef, scope: Scope) -> AgentObservation:
+        """RPC ``get_state`` when this instance runs pi for the session (``isStreaming``: working), and the
+        session file's latest message: a finished assistant turn is idle, one that stopped on an error is
+        an error. Without an RPC process, an unfinished turn is working while the file was written in the
+        last ``active_seconds``, and unknown after that (pi may have been stopped mid-turn)."""
+        path = self._path_of(ref)
+        summary = self._summary(path)
+        if summary is None:
+            raise RuntimeNotFound(details={"provider": self.name})
+        with self._lock:
+            process = self._processes.get(ref.runtime_id)
+        finished = summary.last_role == "assistant" and summary.last_stop in ("stop", "length", "aborted")
+        failed = summary.last_role == "assistant" and summary.last_stop == "error"
+        if process is not None and process.alive():
+            if process.command({"type": "get_state"}).get("isStreaming"):
+                return AgentObservation(AgentState.WORKING, "get_state: streaming")
+            if failed:
+                return AgentObservation(AgentState.ERROR, "the last turn stopped on an error")
+            return AgentObservation(AgentState.IDLE, "get_state: not streaming")
+        if failed:
+            return AgentObservation(AgentState.ERROR, "the last turn stopped on an error")
+        if finished or not summary.last_role:
+            return AgentObservation(AgentState.IDLE, "the last turn is finished")
+        if time.time() - summary.mtime < self.active_seconds:
+            return AgentObservation(AgentState.WORKING, "a turn is under way in the session file")
+        return AgentObservation(AgentState.UNKNOWN, "an unfinished turn and no recent writes")
 
     # --- actions -------------------------------------------------------------------------------------
 

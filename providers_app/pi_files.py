@@ -59,6 +59,8 @@ class Summary:
     entries: int = 0
     size: int = 0
     mtime: float = 0.0
+    last_role: str = ""  # the role of the latest message entry ("" before the first)
+    last_stop: str = ""  # its ``stopReason`` (assistant messages: stop, length, toolUse, error, aborted)
 
 
 @dataclass
@@ -176,6 +178,9 @@ def refresh_summary(path: Path, summary: Summary) -> Summary:
                 if entry is None or entry.get("type") == "session":
                     continue
                 summary.entries += 1
+                message = entry.get("message") if entry.get("type") == "message" else None
+                if isinstance(message, dict) and isinstance(message.get("role"), str):
+                    summary.last_role, summary.last_stop = message["role"], str(message.get("stopReason") or "")
                 if entry.get("type") == "session_info" and isinstance(entry.get("name"), str):
                     summary.name = entry["name"]
                 elif not summary.first_prompt and entry.get("type") == "message":

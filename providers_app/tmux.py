@@ -28,6 +28,7 @@ from django.core.exceptions import ImproperlyConfigured
 from tess_site.scope import Scope
 
 from .contract import (
+    AgentObservation,
     AgentRuntimeProvider,
     ApprovalRequired,
     Attachment,
@@ -47,6 +48,7 @@ from .contract import (
 )
 from .pane_log import CLOSED_SUFFIX, LOG_SUFFIX, read_logs
 from .tmux_cli import SEND_KEYS_CHUNK, TmuxCli, TmuxServerGone, parse_rows, row_format
+from .tmux_state import PaneFacts, PaneRules, classify
 
 logger = logging.getLogger(__name__)
 
@@ -63,10 +65,13 @@ PANE_FIELDS = (
     "pane_index",
     "pane_active",
     "pane_dead",
+    "pane_dead_status",
+    "pane_dead_signal",
     "pane_pipe",
     "pane_current_command",
     "session_name",
     "window_name",
+    "cursor_y",
 )
 _SESSION_ID = re.compile(r"\$\d{1,9}")
 _DIGITS = re.compile(r"\d{1,20}")
@@ -115,6 +120,7 @@ class TmuxProvider(AgentRuntimeProvider):
     """A named tmux instance. Thread-safe; one instance per name (``registry.get_provider``)."""
 
     kind = "tmux"
+    default_debounce = 1.5
 
     def __init__(self, *, name: str, config: dict[str, Any]) -> None:
         super().__init__(name=name, config=config)
@@ -135,6 +141,7 @@ class TmuxProvider(AgentRuntimeProvider):
         )
         self._watches: dict[tuple[str, str, str], _Watch] = {}
         self._lock = threading.Lock()
+        self.pane_rules = PaneRules.from_config(config, name)
 
     # --- what it offers ------------------------------------------------------------------------------
 
@@ -241,6 +248,31 @@ class TmuxProvider(AgentRuntimeProvider):
         page = read_logs(directory, cursor, limit)
         ended = not alive and page.drained and (page.closed or self._quiet(directory))
         return StreamPage(chunks=page.chunks, next_cursor=page.next_cursor, ended=ended)
+
+    def agent_state(self, ref: RuntimeRef, scope: Scope) -> AgentObservation:
+        """The active pane's state from its exit status, output activity, foreground command and screen
+        (``tmux_state``). A session that is gone raises ``RuntimeNotFound``; its stream ends it."""
+        rows = self._panes_of(ref)
+        row = next((r for r in rows if r["window_active"] == "1" and r["pane_active"] == "1"), rows[0])
+        dead = row["pane_dead"] == "1"
+        screen: list[str] = []
+        if not dead:
+            screen = self.cli.run("capture-pane", "-p", "-t", row["pane_id"]).split("\n")
+        try:
+            written = (self._session_dir(ref) / f"{row['pane_id']}{LOG_SUFFIX}").stat().st_mtime
+            quiet_for: float | None = max(time.time() - written, 0.0)
+        except OSError:
+            quiet_for = None
+        facts = PaneFacts(
+            dead=dead,
+            dead_status=row["pane_dead_status"],
+            dead_signal=row["pane_dead_signal"],
+            command=row["pane_current_command"],
+            screen=screen,
+            cursor_y=int(row["cursor_y"]) if row["cursor_y"].isdigit() else -1,
+            quiet_for=quiet_for,
+        )
+        return classify(facts, self.pane_rules)
 
     # --- actions -------------------------------------------------------------------------------------
 

@@ -72,11 +72,23 @@ class _ReadOnlyTenantAdmin(ReadOnlyTenantScopedAdmin):
 
 @admin.register(Session)
 class SessionAdmin(_ReadOnlyTenantAdmin):
-    list_display = ["title", "tenant", "owner", "status", "provider_instance", "runtime_id", "last_seq", "created_at"]
+    list_display = [
+        "title",
+        "tenant",
+        "owner",
+        "status",
+        "agent_state",
+        "agent_state_since",
+        "provider_instance",
+        "runtime_id",
+        "last_seq",
+        "created_at",
+    ]
     list_filter = [
         TenantFilter,
         _ActorFilter,
         "status",
+        "agent_state",
         "provider_instance",
         ("created_at", admin.DateFieldListFilter),
     ]

@@ -29,12 +29,27 @@ class SessionStatus(models.TextChoices):
 ACTIVE_STATUSES = (SessionStatus.RUNNING,)
 
 
+class AgentState(models.TextChoices):
+    """The agent's state as its runtime says (``providers_app.contract.AgentState``, same values)."""
+
+    WORKING = "working", "working"
+    WAITING_FOR_INPUT = "waiting_for_input", "waiting for input"
+    IDLE = "idle", "idle"
+    ERROR = "error", "error"
+    ENDED = "ended", "ended"
+    UNKNOWN = "unknown", "unknown"
+
+
 class Session(models.Model):
     """A Tess session: one runtime session (provider instance + exact runtime id) bound to one owner.
 
     ``last_seq`` is the sequence number of the newest event; it only moves under the row lock taken by
     ``services.events_append``. ``cursor`` is the provider's stream cursor, advanced in the same
     transaction as the ``output`` events read up to it, so output is never written twice or skipped.
+
+    ``agent_state``/``agent_state_since`` are what the pump last announced (with a ``status`` event in
+    the same transaction); ``agent_state_seen``/``agent_state_seen_since`` are a newer state the runtime
+    shows that has not yet held for the provider's debounce.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -48,6 +63,10 @@ class Session(models.Model):
     cursor = models.CharField(max_length=128, blank=True)
     checkpoint = models.JSONField(default=dict, blank=True)
     last_seq = models.PositiveBigIntegerField(default=0)
+    agent_state = models.CharField(max_length=24, choices=AgentState.choices, default=AgentState.UNKNOWN)
+    agent_state_since = models.DateTimeField(null=True, blank=True)
+    agent_state_seen = models.CharField(max_length=24, choices=AgentState.choices, blank=True)
+    agent_state_seen_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

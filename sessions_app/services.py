@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
@@ -22,6 +23,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from approvals_app.models import Approval
 from providers_app.contract import (
+    AgentRuntimeProvider,
     AttachmentRequired,
     ProviderError,
     ProviderUnavailable,
@@ -36,10 +38,11 @@ from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, requeue_due
 from tess_site.scope import Channel, Role, Scope
 
-from . import events, selectors, stream
+from . import agent_state, events, selectors, stream
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit, checkpoint_body, checkpoint_capture_text, ended_text
 from .models import (
+    AgentState,
     AttachMode,
     InboxItem,
     IngressBinding,
@@ -83,7 +86,11 @@ def _bind(
                 runtime_id=runtime.ref.runtime_id,
                 runtime_identity=dict(runtime.ref.identity),
             )
-            event_append(session_id=session.pk, kind=stream.EventKind.STATUS, body=stream.status_body(status="running"))
+            event_append(
+                session_id=session.pk,
+                kind=stream.EventKind.STATUS,
+                body=stream.status_body(status="running", agent_state=session.agent_state, since=None),
+            )
             record_audit(
                 scope,
                 action=action,
@@ -382,10 +389,10 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
         )
         if session is None:
             return 0
+        provider = get_provider(session.provider_instance)
         try:
-            page = get_provider(session.provider_instance).stream_session(
-                session.runtime_ref, session.cursor or None, system_scope(session), limit=limit
-            )
+            scope = system_scope(session)
+            page = provider.stream_session(session.runtime_ref, session.cursor or None, scope, limit=limit)
         except RuntimeNotFound:
             # The runtime is gone (or its id now means another session): nothing more will come.
             page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)
@@ -406,14 +413,52 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
                 capture_on_commit(
                     session_id=session.pk, source="checkpoint", text=checkpoint_capture_text(session, c.checkpoint)
                 )
+        now = timezone.now()
         if page.ended:
-            items.append((stream.EventKind.STATUS, stream.status_body(status=SessionStatus.EXITED)))
-            fields["status"] = SessionStatus.EXITED
+            items.append(
+                (
+                    stream.EventKind.STATUS,
+                    stream.status_body(status=SessionStatus.EXITED, agent_state=AgentState.ENDED, since=now),
+                )
+            )
+            fields |= {"status": SessionStatus.EXITED, "agent_state": AgentState.ENDED, "agent_state_since": now}
+            fields |= {"agent_state_seen": "", "agent_state_seen_since": None}
             capture_on_commit(session_id=session.pk, source="session.ended", text=ended_text(session, "exited"))
+        else:
+            fields |= _agent_state_change(session, provider, now, items)
         events_append(session_id=session.pk, items=items)
-        if page.next_cursor != session.cursor or page.ended:
+        if page.next_cursor != session.cursor or len(fields) > 1:
             Session.objects.filter(pk=session.pk).update(**fields)
     return len(items)
+
+
+def _agent_state_change(
+    session: Session, provider: AgentRuntimeProvider, now: datetime, items: list[tuple[stream.EventKind, Any]]
+) -> dict[str, Any]:
+    """Look at the agent's state; the row's fields to write, and a ``status`` event in ``items`` when the
+    announced state changes (once per change: the caller holds the row lock)."""
+    try:
+        observation = provider.agent_state(session.runtime_ref, system_scope(session))
+    except RuntimeNotFound:
+        return {}  # gone: the stream says ``ended`` once its output is drained
+    except ProviderError as exc:
+        logger.info("agent state of %s not read this time: %s", session.pk, exc.code)
+        return {}
+    change = agent_state.step(
+        current=session.agent_state,
+        current_since=session.agent_state_since,
+        seen=session.agent_state_seen,
+        seen_since=session.agent_state_seen_since,
+        observed=observation.state,
+        observed_since=observation.since,
+        now=now,
+        debounce=provider.agent_state_debounce,
+    )
+    if change.announce:
+        since = change.fields["agent_state_since"]
+        body = stream.status_body(status=session.status, agent_state=observation.state, since=since)
+        items.append((stream.EventKind.STATUS, body))
+    return change.fields
 
 
 def session_mark_exited(*, session_id: uuid.UUID) -> bool:
@@ -423,7 +468,15 @@ def session_mark_exited(*, session_id: uuid.UUID) -> bool:
             status=SessionStatus.EXITED, updated_at=timezone.now()
         )
         if changed:
-            event_append(session_id=session_id, kind=stream.EventKind.STATUS, body=stream.status_body(status="exited"))
+            now = timezone.now()
+            Session.objects.filter(pk=session_id).update(
+                agent_state=AgentState.ENDED, agent_state_since=now, agent_state_seen="", agent_state_seen_since=None
+            )
+            event_append(
+                session_id=session_id,
+                kind=stream.EventKind.STATUS,
+                body=stream.status_body(status="exited", agent_state=AgentState.ENDED, since=now),
+            )
             session = Session.objects.get(pk=session_id)
             capture_on_commit(session_id=session_id, source="session.ended", text=ended_text(session, "exited"))
     return bool(changed)

@@ -6,6 +6,7 @@ memory note text. Build bodies only with these functions, so every writer speaks
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -66,7 +67,9 @@ class HandoffBody(TypedDict):
 
 
 class StatusBody(TypedDict):
-    status: str
+    status: str  # the Tess session's: running, exited, terminated
+    agent_state: str  # the agent's, as its runtime says (providers_app.contract.AgentState)
+    since: str | None  # ISO 8601: since when the agent has been in that state (None: not known)
 
 
 class SystemBody(TypedDict):
@@ -102,8 +105,9 @@ def handoff_body(*, id: str, status: str, result: str = "") -> HandoffBody:
     return {"id": id, "status": status, "result": result}
 
 
-def status_body(*, status: str) -> StatusBody:
-    return {"status": status}
+def status_body(*, status: str, agent_state: str, since: datetime | None) -> StatusBody:
+    stamp = since.isoformat().replace("+00:00", "Z") if since is not None else None
+    return {"status": status, "agent_state": agent_state, "since": stamp}
 
 
 def system_body(*, text: str, code: str = "") -> SystemBody:
@@ -136,7 +140,10 @@ where in the runtime, e.g. a pane; cursors are opaque provider cursors) |
 | `card` | `{"id": str, "kind": str, "status": str, "outcome": str}` |
 | `approval` | `{"id": str, "status": "pending" \\| "approved" \\| "denied" \\| "executed" \\| "failed"}` |
 | `handoff` | `{"id": str, "status": str, "result": str}` |
-| `status` | `{"status": "running" \\| "exited" \\| "terminated"}` |
+| `status` | `{"status": "running" \\| "exited" \\| "terminated", "agent_state": str, "since": str \\| null}` \
+the session's status and its agent's state, written once per change: `agent_state` is `working`, \
+`waiting_for_input`, `idle`, `error`, `ended` or `unknown` (the runtime cannot tell), as the runtime says; \
+`since` (ISO 8601) is when the agent entered it |
 | `system` | `{"text": str, "code": str}` a system line |
 
 Websocket-only frames: `heartbeat` (`seq` null, body `{"last_seq": int}`) at least every 30 seconds.

@@ -23,7 +23,7 @@ from tess_site.scope import Scope
 from . import stream
 from .journal import event_append
 from .lifecycle import capture_on_commit, ended_text
-from .models import Session, SessionStatus
+from .models import AgentState, Session, SessionStatus
 from .scopes import system_scope
 
 ACTION = "session.terminate"
@@ -126,8 +126,20 @@ def execute_terminate(scope: Scope, approval: Approval) -> dict[str, Any]:
     get_provider(session.provider_instance).terminate(
         session.runtime_ref, f"approval:{approval.pk}", system_scope(session, scope.correlation_id)
     )
-    Session.objects.filter(pk=session.pk).update(status=SessionStatus.TERMINATED, updated_at=timezone.now())
-    event_append(session_id=session.pk, kind=stream.EventKind.STATUS, body=stream.status_body(status="terminated"))
+    now = timezone.now()
+    Session.objects.filter(pk=session.pk).update(
+        status=SessionStatus.TERMINATED,
+        updated_at=now,
+        agent_state=AgentState.ENDED,
+        agent_state_since=now,
+        agent_state_seen="",
+        agent_state_seen_since=None,
+    )
+    event_append(
+        session_id=session.pk,
+        kind=stream.EventKind.STATUS,
+        body=stream.status_body(status="terminated", agent_state=AgentState.ENDED, since=now),
+    )
     capture_on_commit(session_id=session.pk, source="session.ended", text=ended_text(session, "terminated"))
     record_audit(
         scope,

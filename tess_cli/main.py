@@ -21,7 +21,7 @@ from .inbox import watch
 from .output import emit_json, event_line, fields, neutralised_output, plural, table, write_raw
 from .stream import follow
 
-SESSION_COLUMNS = ["id", "title", "status", "owner", "provider", "last_seq"]
+SESSION_COLUMNS = ["id", "title", "status", "agent_state", "agent_state_since", "owner", "provider", "last_seq"]
 SESSION_HELP = "a session id, or enough of its first characters to be unique among yours"
 APPROVAL_COLUMNS = ["id", "action", "target_id", "status", "requester", "expires_at"]
 INBOX_COLUMNS = ["kind", "id", "title", "since"]

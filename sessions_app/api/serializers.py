@@ -18,8 +18,27 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
 
     class Meta:
         model = Session
-        fields = ["id", "title", "status", "owner", "provider", "runtime_id", "last_seq", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "title",
+            "status",
+            "agent_state",
+            "agent_state_since",
+            "owner",
+            "provider",
+            "runtime_id",
+            "last_seq",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
+        extra_kwargs = {
+            "agent_state": {
+                "help_text": "What the session's agent is doing, as its runtime says (`unknown`: the runtime "
+                "cannot tell); every change is also a `status` event of the stream."
+            },
+            "agent_state_since": {"help_text": "When the agent entered that state (null before the first look)."},
+        }
 
 
 class SessionCreateSerializer(serializers.Serializer[Any]):

@@ -303,8 +303,16 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 # `make run` sets TESS_DEMO_SESSION=1: a "demo" tmux instance on a private socket under var/ whose command
-# prints a line every second (manage.py tess_demo_session starts it for the demo operator).
+# prints a line every second, and a "demo-agent" one whose command works a few seconds, then asks
+# "Continue? [y/N]" and waits for an answer (manage.py tess_demo_session starts both for the demo operator).
 TESS_DEMO_SESSION = env_bool("TESS_DEMO_SESSION", False)
+DEMO_AGENT_SCRIPT = (
+    "i=0; while :; do"
+    ' for s in 1 2 3 4 5; do i=$((i+1)); echo "demo agent: working on step $i"; sleep 1; done;'
+    " printf 'Continue? [y/N] '; read -r answer;"
+    ' case "$answer" in [yY]*) echo "continuing";; *) echo "not confirmed: asking again after more work";; esac;'
+    " done"
+)
 if TESS_DEMO_SESSION:
     TESS_RUNTIME_PROVIDERS.setdefault(
         "demo",
@@ -313,6 +321,9 @@ if TESS_DEMO_SESSION:
             "socket": "demo.sock",
             "command": ["sh", "-c", 'i=0; while :; do i=$((i+1)); echo "demo tick $i $(date -u +%T)"; sleep 1; done'],
         },
+    )
+    TESS_RUNTIME_PROVIDERS.setdefault(
+        "demo-agent", {"kind": "tmux", "socket": "demo-agent.sock", "command": ["sh", "-c", DEMO_AGENT_SCRIPT]}
     )
 
 # --- operational memory plugin and reviewed coding memory (seeds 000 and 003) --------------------------

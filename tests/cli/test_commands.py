@@ -60,15 +60,17 @@ def test_an_unreachable_server_is_a_network_error(cast, tess, token_for):
 
 
 def test_sessions_list_shows_a_table_and_json_of_the_callers_sessions(cast, tess):
-    mine = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="mine")
+    mine = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="mine", agent_state="waiting_for_input")
     theirs = SessionFactory.create(owner=cast.teammate, tenant=cast.acme, title="theirs")
     tess.login("owner")
     table = tess("sessions", "list")
     assert table.returncode == 0
-    assert table.stdout.splitlines()[0].split()[:3] == ["ID", "TITLE", "STATUS"]
+    assert table.stdout.splitlines()[0].split()[:4] == ["ID", "TITLE", "STATUS", "AGENT_STATE"]
+    assert table.stdout.splitlines()[1].split()[1:4] == ["mine", "running", "waiting_for_input"]
     assert "mine" in table.stdout and "theirs" not in table.stdout
     rows = json.loads(tess("sessions", "list", "--json").stdout)
     assert [r["id"] for r in rows] == [str(mine.pk)]
+    assert (rows[0]["agent_state"], rows[0]["agent_state_since"]) == ("waiting_for_input", None)
     assert "mine" in tess("sessions", "show", str(mine.pk)).stdout
     refused = tess("sessions", "show", str(theirs.pk))
     assert refused.returncode == 4 and "No such session" in refused.stderr

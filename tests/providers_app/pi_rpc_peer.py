@@ -50,6 +50,24 @@ def append_prompt(text):
         handle.write(text.encode() + b"\n")
 
 
+def append_answer(text):
+    now = datetime.now(UTC)
+    entry = {
+        "type": "message",
+        "id": secrets.token_hex(4),
+        "parentId": last_id(),
+        "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+            "stopReason": "stop",
+            "timestamp": int(now.timestamp() * 1000),
+        },
+    }
+    with open(session_file, "ab") as handle:
+        handle.write(json.dumps(entry).encode() + b"\n")
+
+
 def respond(command, success=True, **extra):
     record = {"type": "response", "command": command.get("type"), "success": success, **extra}
     if "id" in command:
@@ -58,6 +76,7 @@ def respond(command, success=True, **extra):
     sys.stdout.buffer.flush()
 
 
+turn_open = False
 buffer = b""
 while True:
     block = sys.stdin.buffer.read1(65536)  # type: ignore[union-attr]
@@ -70,6 +89,7 @@ while True:
         kind = command.get("type")
         if kind == "prompt":
             append_prompt(command["message"])
+            turn_open = os.environ.get("PI_PEER_TURNS") == "1"
             respond(command)
         elif kind == "steer":
             with open(session_file + ".received", "ab") as handle:
@@ -80,8 +100,13 @@ while True:
                 handle.write(b"abort\n")
             respond(command)
         elif kind == "get_state":
-            # PI_PEER_STREAMING=1 plays an agent still working on a turn.
-            streaming = os.environ.get("PI_PEER_STREAMING") == "1"
+            # PI_PEER_STREAMING=1 plays an agent still working on a turn; PI_PEER_TURNS=1 one that works on
+            # each prompt until a test makes <file>.finish, then writes its answer and idles.
+            streaming = os.environ.get("PI_PEER_STREAMING") == "1" or turn_open
+            if turn_open and os.path.exists(session_file + ".finish"):
+                os.remove(session_file + ".finish")
+                append_answer("done")
+                turn_open = streaming = False
             respond(command, data={"sessionId": header_id(), "sessionFile": session_file, "isStreaming": streaming})
         else:
             respond(command, success=False, error=f"Unknown command: {kind}")

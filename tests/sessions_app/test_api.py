@@ -10,6 +10,7 @@ from sessions_app import services
 from sessions_app.models import AttachMode, InboxItem, RuntimeAttachment, Session
 from sessions_app.stream import EventKind, system_body
 from tests.conftest import scope_of
+from tests.waiting import wait_for
 
 from .conftest import pump_until
 
@@ -40,6 +41,8 @@ def test_the_list_shows_own_sessions_in_few_queries(cast, api_as, start_session,
         "id",
         "title",
         "status",
+        "agent_state",
+        "agent_state_since",
         "owner",
         "provider",
         "runtime_id",
@@ -47,6 +50,24 @@ def test_the_list_shows_own_sessions_in_few_queries(cast, api_as, start_session,
         "created_at",
         "updated_at",
     }
+
+
+def test_the_list_and_the_detail_show_the_agent_state_the_pump_announced(cast, api_as, start_session):
+    session = start_session()
+    client = api_as(cast.owner)
+    assert client.get(url(session)).json()["agent_state"] == "unknown"
+
+    def idle():
+        services.session_pump(session_id=session.pk)
+        session.refresh_from_db()
+        return session.agent_state == "idle"  # the echo loop's shell waits quietly for a line
+
+    assert wait_for(idle, timeout=30)
+    since = session.agent_state_since.isoformat().replace("+00:00", "Z")
+    listed = client.get("/api/v1/sessions/").json()["results"][0]
+    assert (listed["agent_state"], listed["agent_state_since"]) == ("idle", since)
+    detail = client.get(url(session)).json()
+    assert (detail["agent_state"], detail["agent_state_since"]) == ("idle", since)
 
 
 def test_the_list_query_count_does_not_grow_with_sessions(cast, api_as, start_session, django_assert_max_num_queries):

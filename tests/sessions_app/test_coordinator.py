@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.utils.dateparse import parse_datetime
 
 from providers_app.contract import AttachmentRequired, RuntimeNotFound
 from providers_app.registry import get_provider
@@ -164,7 +165,9 @@ def test_a_runtime_that_exits_ends_the_session_with_a_status_event(cast, start_s
         return session.status == SessionStatus.EXITED
 
     assert wait_for(ended, timeout=30)
-    assert session.events.order_by("-seq").first().body == {"status": "exited"}
+    body = session.events.order_by("-seq").first().body
+    assert (body["status"], body["agent_state"]) == ("exited", "ended")
+    assert (session.agent_state, parse_datetime(body["since"])) == ("ended", session.agent_state_since)
 
 
 def test_two_named_instances_of_one_kind_are_isolated(cast, tmux_pair):

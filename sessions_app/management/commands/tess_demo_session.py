@@ -1,4 +1,8 @@
-"""manage.py tess_demo_session: the demo tmux session, bound to the demo tenant's operator.
+"""manage.py tess_demo_session: the demo tmux sessions, bound to the demo tenant's operator.
+
+Two sessions: ``demo`` prints a line every second; ``demo agent`` works a few seconds, then asks
+``Continue? [y/N]`` and waits until someone answers (raw input), so its agent state goes working, waiting
+for input, working again.
 
 Idempotent: a live demo session is left alone; one whose runtime is gone (a reboot) is marked exited and
 replaced. Where tmux is not installed it says how to install it and exits successfully, so ``make run``
@@ -32,6 +36,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--instance", default="demo", help="provider instance (default: demo)")
+        parser.add_argument(
+            "--agent-instance",
+            default="demo-agent",
+            help="provider instance of the demo agent that asks questions (default: demo-agent; '' for none)",
+        )
         parser.add_argument("--tenant", default="demo")
         parser.add_argument("--username", default="operator")
 
@@ -55,22 +64,30 @@ class Command(BaseCommand):
             correlation_id="tess-demo-session",
             roles=roles_for(user=user, tenant=tenant),
         )
+        self._ensure(scope, instance, "demo")
+        if options["agent_instance"] in configured_instances():
+            self._ensure(scope, options["agent_instance"], "demo agent")
+
+    def _ensure(self, scope: Scope, instance: str, title: str) -> None:
+        """One running session of ``instance`` for the scope's user: the live one, or a new one."""
+        assert scope.actor is not None
         provider = get_provider(instance)
         try:
             live = {(r.ref.runtime_id, tuple(sorted(r.ref.identity.items()))) for r in provider.list_sessions(scope)}
         except ProviderError as exc:
-            self.stdout.write(f"The demo tmux server cannot be reached ({exc.code}); no demo session.")
+            self.stdout.write(f"The {instance} tmux server cannot be reached ({exc.code}); no {title} session.")
             return
         for session in Session.objects.filter(
-            tenant=tenant, owner=user, provider_instance=instance, status=SessionStatus.RUNNING
+            tenant=scope.tenant, owner=scope.actor, provider_instance=instance, status=SessionStatus.RUNNING
         ):
             ref = session.runtime_ref
             if (ref.runtime_id, tuple(sorted(ref.identity.items()))) in live:
                 self.stdout.write(f"Demo session {session.pk} is running ({instance}:{session.runtime_id}).")
                 return
             services.session_mark_exited(session_id=session.pk)
-        session = services.session_start(scope=scope, instance=instance, title="demo")
+        session = services.session_start(scope=scope, instance=instance, title=title)
         self.stdout.write(
-            f"Demo session {session.pk} started for {user.get_username()} ({instance}:{session.runtime_id}); "
-            f"its output streams at /ws/sessions/{session.pk}/stream/ and /api/v1/sessions/{session.pk}/events/."
+            f"Demo session {session.pk} ({title}) started for {scope.actor.get_username()} "
+            f"({instance}:{session.runtime_id}); its output streams at /ws/sessions/{session.pk}/stream/ and "
+            f"/api/v1/sessions/{session.pk}/events/."
         )

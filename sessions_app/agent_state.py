@@ -1,0 +1,59 @@
+"""Which agent-state change the pump announces: the debounce over what providers observe.
+
+A provider says what its runtime shows at each look (``AgentRuntimeProvider.agent_state``). A new state is
+announced once it has held for the provider's debounce (a prompt flashed between redraws is not a question);
+``error`` and ``ended`` are facts and are announced at once. The state the runtime shows but has not yet
+held long enough is kept on the session row (``agent_state_seen``), so the debounce holds across pump
+processes. Pure: the caller writes the returned fields and the ``status`` event in one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from providers_app.contract import FINAL_AGENT_STATES, AgentState
+
+
+@dataclass(frozen=True)
+class Step:
+    fields: dict[str, Any]  # the session row's fields to write (empty: nothing changed)
+    announce: bool  # a new ``agent_state`` to announce with a ``status`` event
+
+
+def step(
+    *,
+    current: str,
+    current_since: datetime | None,
+    seen: str,
+    seen_since: datetime | None,
+    observed: AgentState,
+    observed_since: datetime | None,
+    now: datetime,
+    debounce: float,
+) -> Step:
+    """The change after observing ``observed`` at ``now``, given the row's announced and pending states.
+
+    The debounce counts from the first look that saw the state, so a runtime that stalls for a moment is
+    not taken at its word at once. ``observed_since`` (when the runtime says the state began, tmux: its last
+    output) becomes the announced ``since``, never earlier than the announced state's own start.
+    """
+    if observed == current:
+        return Step({"agent_state_seen": "", "agent_state_seen_since": None} if seen else {}, announce=False)
+    if observed != seen or seen_since is None:
+        seen_since = now
+    if observed in FINAL_AGENT_STATES or now - seen_since >= timedelta(seconds=debounce):
+        began = min(observed_since or seen_since, seen_since)
+        if current_since is not None:
+            began = max(began, current_since)
+        fields = {
+            "agent_state": observed.value,
+            "agent_state_since": began,
+            "agent_state_seen": "",
+            "agent_state_seen_since": None,
+        }
+        return Step(fields, announce=True)
+    if observed == seen:
+        return Step({}, announce=False)
+    return Step({"agent_state_seen": observed.value, "agent_state_seen_since": seen_since}, announce=False)
