@@ -201,6 +201,9 @@ def _begin(scope: Scope, key: str, fingerprint: str) -> tuple[int | None, Respon
 _FINISH = f"UPDATE {_TABLE} SET state = %s, status_code = %s, response_body = %s WHERE id = %s"  # noqa: S608
 
 
+_FINISH_HELD = f"{_FINISH} AND state = %s AND created_at = %s"
+
+
 def _finish(record_id: int, status_code: int, body: Any) -> None:
     with hot_cursor() as cursor:
         cursor.execute(
@@ -273,8 +276,11 @@ class KeyHold:
         """Store the outcome inside the transaction that writes the effect; 409 if a retry took the key over."""
         assert connection.in_atomic_block, "finish in the transaction that writes the effect"
         self.settled = True
-        if self._mine().update(state=IdempotencyState.DONE, status_code=status_code, response_body=body) != 1:
-            raise IdempotencyInFlight()
+        values = [IdempotencyState.DONE, status_code, _BODY.get_db_prep_save(body, connection), self.record_id]
+        with hot_cursor() as cursor:  # every turn runs it: a prepared statement on PostgreSQL
+            cursor.execute(_FINISH_HELD, [*values, IdempotencyState.IN_FLIGHT, self.claimed_at])
+            if cursor.rowcount != 1:
+                raise IdempotencyInFlight()
 
     def free(self) -> None:
         """Forget the key (validation failures, server errors): best effort, a dead database leaves it stale."""

@@ -34,6 +34,7 @@ class _Tail:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
     read_at: float = 0.0  # monotonic time of the last database read
+    at_end: bool = False  # that read came back short: the stream ended there when it was read
 
     def after(self, cursor: int, known: int | None) -> list[tuple[int, str]] | None:
         """Cached frames after ``cursor``, if the cache covers ``cursor + 1`` up to ``known``; else ``None``."""
@@ -87,8 +88,10 @@ async def frames_after(
         return await _read(session_id, cursor)
     if read_on:
         known = max(known or 0, cursor + BATCH)
-    elif known is None and tail.frames and time.monotonic() - tail.read_at < FRESH_SECONDS:
-        known = tail.frames[-1][0]  # just read by another consumer: no need to ask again so soon
+    elif known is None and tail.frames and tail.at_end and time.monotonic() - tail.read_at < FRESH_SECONDS:
+        # Just read to the end by another consumer: no need to ask again so soon. A read that filled a whole
+        # batch says nothing about where the stream ends, so it never stands in for the database.
+        known = tail.frames[-1][0]
     cached = tail.after(cursor, known)
     if cached is not None:
         return cached
@@ -103,6 +106,7 @@ async def frames_after(
         start = tail.frames[-1][0] if tail.frames and tail.frames[-1][0] >= cursor else cursor
         rows = await _read(session_id, start)
         tail.read_at = time.monotonic()
+        tail.at_end = len(rows) < BATCH
         if tail.frames and start == tail.frames[-1][0]:
             tail.frames.extend(rows)
         else:

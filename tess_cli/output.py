@@ -115,6 +115,9 @@ def event_line(frame: dict[str, Any]) -> str:
     kind = frame.get("kind", "")
     if kind == "output":
         text = str(body.get("data", "")).rstrip("\n")
+    elif kind == "status" and isinstance(body, dict) and "status" in body:
+        state = body.get("agent_state")
+        text = str(body["status"]) + (f", agent {str(state).replace('_', ' ')}" if state else "")
     elif isinstance(body, dict) and "text" in body:
         who = f"[{body['channel']}] " if body.get("channel") else ""
         text = f"{who}{body['text']}"

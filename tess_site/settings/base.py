@@ -199,8 +199,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # Two models name their choices "Status"; the schema gives each its own enum name.
-    "ENUM_NAME_OVERRIDES": {"CodingMemoryStatusEnum": "memory_app.coding.models.CodingMemoryEntry.Status"},
+    # Choice sets that share a field name ("status", "kind") each get their own enum name in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "CodingMemoryStatusEnum": "memory_app.coding.models.CodingMemoryEntry.Status",
+        "CodingMemoryKindEnum": "memory_app.coding.models.CodingMemoryEntry.Kind",
+        "InboxItemKindEnum": "approvals_app.inbox_items.KINDS",
+    },
 }
 
 # --- i18n, static ---------------------------------------------------------------------------------

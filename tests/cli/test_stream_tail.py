@@ -49,7 +49,7 @@ def test_the_default_tail_is_a_screenful(cast, tess):
     lines = done.stdout.splitlines()
     assert len(lines) == 11  # a 12-line terminal: 10 events and the line saying it ended
     assert lines[0].split() == ["32", "system", "line", "32"]
-    assert lines[-2].split() == ["41", "status", '{"status":', '"exited"}']
+    assert lines[-2].split() == ["41", "status", "exited,", "agent", "ended"]
     assert lines[-1] == "Session demo has ended (exited)."
 
 
