@@ -2,7 +2,9 @@
 
 A provider says what its runtime shows at each look (``AgentRuntimeProvider.agent_state``). A new state is
 announced once it has held for the provider's debounce (a prompt flashed between redraws is not a question);
-``error`` and ``ended`` are facts and are announced at once. The state the runtime shows but has not yet
+``error`` and ``ended`` are facts and are announced at once; ``unknown`` only once the provider has been unable
+to tell for ``UNKNOWN_HOLD_SECONDS`` (a dead pane whose exit status tmux has not collected yet is a moment's
+doubt, not a state worth showing). The state the runtime shows but has not yet
 held long enough is kept on the session row (``agent_state_seen``), so the debounce holds across pump
 processes. Pure: the caller writes the returned fields and the ``status`` event in one transaction.
 """
@@ -14,6 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from providers_app.contract import FINAL_AGENT_STATES, AgentState
+
+UNKNOWN_HOLD_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ def step(
         return Step({"agent_state_seen": "", "agent_state_seen_since": None} if seen else {}, announce=False)
     if observed != seen or seen_since is None:
         seen_since = now
-    if observed in FINAL_AGENT_STATES or now - seen_since >= timedelta(seconds=debounce):
+    hold = max(debounce, UNKNOWN_HOLD_SECONDS) if observed == AgentState.UNKNOWN else debounce
+    if observed in FINAL_AGENT_STATES or now - seen_since >= timedelta(seconds=hold):
         began = min(observed_since or seen_since, seen_since)
         if current_since is not None:
             began = max(began, current_since)

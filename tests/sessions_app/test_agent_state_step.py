@@ -1,0 +1,45 @@
+"""The debounce over what providers observe (pure: no database, no runtime)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from providers_app.contract import AgentState
+from sessions_app.agent_state import UNKNOWN_HOLD_SECONDS, step
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _look(observed, *, at, seen="", seen_since=None, current="working"):
+    return step(
+        current=current,
+        current_since=T0 - timedelta(minutes=1),
+        seen=seen,
+        seen_since=seen_since,
+        observed=observed,
+        observed_since=None,
+        now=at,
+        debounce=1.5,
+    )
+
+
+def test_a_moment_of_doubt_is_not_announced_but_lasting_doubt_is():
+    first = _look(AgentState.UNKNOWN, at=T0)
+    assert not first.announce
+    assert first.fields["agent_state_seen"] == "unknown"
+    later = _look(AgentState.UNKNOWN, at=T0 + timedelta(seconds=5), seen="unknown", seen_since=T0)
+    assert not later.announce  # past the debounce, short of the hold for doubt
+    settled = _look(AgentState.UNKNOWN, at=T0 + timedelta(seconds=UNKNOWN_HOLD_SECONDS), seen="unknown", seen_since=T0)
+    assert settled.announce and settled.fields["agent_state"] == "unknown"
+
+
+def test_a_dead_pane_whose_status_arrives_goes_straight_from_working_to_ended():
+    assert not _look(AgentState.UNKNOWN, at=T0).announce
+    ended = _look(AgentState.ENDED, at=T0 + timedelta(seconds=3), seen="unknown", seen_since=T0)
+    assert ended.announce and ended.fields["agent_state"] == "ended"
+
+
+def test_a_waiting_prompt_is_announced_after_the_debounce():
+    assert not _look(AgentState.WAITING_FOR_INPUT, at=T0).announce
+    held = _look(AgentState.WAITING_FOR_INPUT, at=T0 + timedelta(seconds=1.5), seen="waiting_for_input", seen_since=T0)
+    assert held.announce and held.fields["agent_state"] == "waiting_for_input"
