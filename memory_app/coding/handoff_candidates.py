@@ -16,6 +16,7 @@ an approver reviews it. A malformed candidate is skipped (and audited as refused
 from __future__ import annotations
 
 import logging
+
 from django.db import transaction
 
 from approvals_app.models import Handoff

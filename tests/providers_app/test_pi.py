@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from providers_app import pi_files
 from providers_app.contract import (
     AttachMode,
     CapabilityUnsupported,
@@ -22,7 +23,6 @@ from providers_app.contract import (
     RuntimeNotFound,
     RuntimeRef,
 )
-from providers_app import pi_files
 from providers_app.pi import PiProvider
 from providers_app.pi_rpc import RpcProcess
 from tess_site.errors import InvalidInput

@@ -32,7 +32,9 @@ def test_an_approved_gitops_write_asked_outside_any_session_is_captured_for_its_
 ):
     capture = django_capture_on_commit_callbacks
     first = git(repo, "rev-list", "--max-parents=0", "HEAD")
-    asked = invoke(api_as(emails.owner), "gitops.create_branch", {"repo": "app", "branch": "rel/1", "from": first}, capture)
+    asked = invoke(
+        api_as(emails.owner), "gitops.create_branch", {"repo": "app", "branch": "rel/1", "from": first}, capture
+    )
     assert asked.status_code == 202, asked.json()
     assert executed_records() == []
     assert approve(browser_as(emails.approver), "approver@example.test", capture).status_code == 200

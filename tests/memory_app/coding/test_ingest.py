@@ -14,9 +14,9 @@ from memory_app.coding.ingest import (
     workspace_conversation,
 )
 from memory_app.coding.models import CodingMemoryExport
-from memory_app.coding.tasks import requeue_due_coding_exports
 from memory_app.coding.preretrieve import PRE_RETRIEVE_LABEL, coding_context_pre_retrieve
 from memory_app.coding.services import coding_memory_export
+from memory_app.coding.tasks import requeue_due_coding_exports
 from memory_app.plastmem_client import PlastMemError, PlastMemUnreachable, millis
 from tests.conftest import scope_of
 from tests.memory_app.plastmem_standin import unreachable_url
