@@ -163,3 +163,43 @@ class OperatorMemoryMetadataAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# --- operational memory (lifecycle captures): ids only ---------------------------------------------------------
+# Auditors see that a boundary was recorded (an approval executed, a checkpoint after a compaction, a session
+# ended): the record's id, whose namespace, which session, the source and when. Never the captured text, which
+# is the owner's memory (DESIGN.md, auditors).
+
+from .plugin.models import OperationalMemoryRecord  # noqa: E402
+
+CAPTURE_FIELDS = ["id", "tenant", "owner", "session", "source", "channel", "correlation_id", "captured_at"]
+
+
+@admin.register(OperationalMemoryRecord)
+class OperationalMemoryRecordAdmin(admin.ModelAdmin):
+    list_display = tuple(CAPTURE_FIELDS)
+    list_display_links = None
+    list_filter = [TenantFilter, "source"]
+    list_select_related = ["tenant", "owner"]
+    actions = None
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request).only(*CAPTURE_FIELDS, "tenant_id", "owner_id")
+        ids = readable_tenant_ids(request)
+        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        ids = readable_tenant_ids(request)
+        return ids is None or bool(ids)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

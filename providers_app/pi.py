@@ -19,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from tess_site.scope import Scope
 
-from . import pi_files
+from . import pi_files, pi_keys
 from .contract import (
     AgentObservation,
     AgentRuntimeProvider,
@@ -180,14 +180,27 @@ class PiProvider(AgentRuntimeProvider):
     # --- actions -------------------------------------------------------------------------------------
 
     def send_message(self, ref: RuntimeRef, message: str, idempotency_key: str, scope: Scope) -> SendResult:
-        """``prompt`` over RPC; a busy agent queues it as a follow-up. pi knows no idempotency keys, so
-        ``replayed`` is always False: once-only delivery is the caller's inbox."""
+        """``prompt`` over RPC; a busy agent queues it as a follow-up.
+
+        pi knows no idempotency keys, so Tess records each key with the send and matches it to the user
+        message entry the send produced in the session file (``pi_keys``): a retry whose entry is already
+        there is ``replayed`` and sends nothing; the message id is that entry's id once it is written.
+        """
         self.require(Operation.SEND)
-        self._process_for(ref).command({"type": "prompt", "message": message, "streamingBehavior": "followUp"})
+        path = self._path_of(ref)
+        with pi_keys.KeyLedger(self.name, ref.runtime_id).locked() as ledger:
+            if idempotency_key:
+                entry_id = ledger.entry_of(idempotency_key, path)
+                if entry_id:
+                    logger.info("pi %s: key already sent to %s as %s", self.name, ref.runtime_id, entry_id)
+                    return SendResult(delivered=True, provider_message_id=entry_id, replayed=True)
+                ledger.record(idempotency_key, text=message, offset=path.stat().st_size)
+            self._process_for(ref).command({"type": "prompt", "message": message, "streamingBehavior": "followUp"})
+            entry_id = ledger.entry_of(idempotency_key, path) if idempotency_key else ""
         logger.info(
             "pi %s: prompted %s with %d characters (%s)", self.name, ref.runtime_id, len(message), scope.correlation_id
         )
-        return SendResult(delivered=True, provider_message_id=ref.runtime_id, replayed=False)
+        return SendResult(delivered=True, provider_message_id=entry_id or ref.runtime_id, replayed=False)
 
     def steer(self, ref: RuntimeRef, message: str, scope: Scope) -> None:
         """Queue ``message`` for delivery after the running turn's tool calls (RPC ``steer``)."""

@@ -95,8 +95,19 @@ class SessionAdmin(_ReadOnlyTenantAdmin):
     search_fields = ["title", "runtime_id", "owner__username"]
     search_help_text = "Title, runtime id, owner, session id or a correlation id from the audit feed."
     list_select_related = ["tenant", "owner"]
-    readonly_fields = [f.name for f in Session._meta.fields]
+    # The checkpoint keeps the runtime's summary of its compacted context: the owner's memory, not the auditor's.
+    # The admin shows which entries it points at, never its text.
+    exclude = ["checkpoint"]
+    readonly_fields = [*(f.name for f in Session._meta.fields if f.name != "checkpoint"), "checkpoint_ids"]
     date_hierarchy = "created_at"
+
+    @admin.display(description="checkpoint (ids only)")
+    def checkpoint_ids(self, obj: Session) -> str:
+        checkpoint = obj.checkpoint if isinstance(obj.checkpoint, dict) else {}
+        if not checkpoint:
+            return "-"
+        shown = ("kind", "entry_id", "first_kept_entry_id", "tokens_before", "cursor")
+        return ", ".join(f"{key}={checkpoint[key]}" for key in shown if key in checkpoint)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

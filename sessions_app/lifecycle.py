@@ -57,6 +57,36 @@ def capture_on_commit(*, session_id: uuid.UUID, source: str, text: str) -> None:
     transaction.on_commit(capture)
 
 
+def capture_for_user_on_commit(*, tenant_id: int, user_id: int, session_key: str, source: str, text: str) -> None:
+    """Capture ``text`` for ``user_id`` outside any runtime session (an approval executed with none), once the
+    current transaction commits. ``session_key`` names the capture's namespace (``approval:<id>``); the owner
+    reads it with the rest of their operational memory."""
+
+    def capture() -> None:
+        from django.contrib.auth import get_user_model
+
+        from tess_site.accounts.models import Tenant
+
+        user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+        tenant = Tenant.objects.filter(pk=tenant_id).first()
+        if user is None or tenant is None:
+            return
+        scope = Scope(
+            tenant=tenant,
+            actor=user,
+            channel=Channel.SYSTEM,
+            correlation_id=get_correlation_id(),
+            session=session_key,
+            roles=roles_for(user=user, tenant=tenant),
+        )
+        try:
+            operator_memory_plugin().capture(scope, source=source, text=text[:MAX_DETAIL_CHARS])
+        except Exception:
+            logger.exception("operational memory capture %s (%s) failed", source, session_key)
+
+    transaction.on_commit(capture)
+
+
 def post_capture_event(scope: Scope, record: MemoryRecord) -> None:
     """Capture observer: the stream shows that something was remembered (ids, never the text)."""
     if not record.namespace.session:

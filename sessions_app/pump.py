@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from approvals_app.approvals import approvals_expire_lapsed
+from memory_app.coding.tasks import requeue_due_coding_exports
 from providers_app.contract import ProviderError
 from tess_site.tasks import sweep_expired_leases
 
@@ -77,6 +78,7 @@ def housekeeping() -> None:
     tasks.requeue_due_work()
     approvals_expire_lapsed()
     tasks.purge_idempotency_records()
+    requeue_due_coding_exports()  # plast-mem ingestion's retries and lost wake-ups, outside any request
 
 
 def _run() -> None:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from approvals_app.approvals import ApprovalNotUsable, approval_consume, approval_request, display_status
 from approvals_app.models import Approval
+from providers_app.contract import CapabilityUnsupported, Operation, RuntimeNotFound
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, InvalidInput, NotFound
@@ -22,7 +23,7 @@ from tess_site.scope import Scope
 
 from . import stream
 from .journal import event_append
-from .lifecycle import capture_on_commit, ended_text
+from .lifecycle import capture_for_user_on_commit, capture_on_commit, ended_text
 from .models import AgentState, Session, SessionStatus
 from .scopes import system_scope
 
@@ -37,6 +38,25 @@ class SessionNotRunning(Conflict):
 def terminate_parameters(session: Session) -> dict[str, Any]:
     """Exactly what an approval of a terminate names: the provider instance and the runtime id."""
     return {"provider": session.provider_instance, "runtime_id": session.runtime_id}
+
+
+def require_terminate_capability(session: Session) -> None:
+    """Fail closed before anyone is asked: the session's provider instance must offer ``terminate``.
+
+    An unconfigured instance offers nothing. The error names the capability and the instance, so the
+    requester learns why without an approver having been bothered (seed 001: never emulate silently).
+    """
+    instance = session.provider_instance
+    try:
+        provider = get_provider(instance)
+    except RuntimeNotFound:
+        provider = None
+    if provider is None or not provider.capabilities().supports(Operation.TERMINATE):
+        kind = provider.kind if provider is not None else None
+        raise CapabilityUnsupported(
+            f"The provider instance {instance!r} does not support {Operation.TERMINATE.value}.",
+            details={"capability": Operation.TERMINATE.value, "instance": instance, "kind": kind},
+        )
 
 
 def bind_terminate_parameters(scope: Scope, target_type: str, target_id: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +75,7 @@ def bind_terminate_parameters(scope: Scope, target_type: str, target_id: str, gi
     exact = terminate_parameters(session)
     if given and given != exact:
         raise InvalidInput("The parameters do not name this session's runtime.", details={"field": "parameters"})
+    require_terminate_capability(session)
     return exact
 
 
@@ -63,6 +84,7 @@ def terminate_request(*, scope: Scope, session: Session, reason: str = "") -> Ap
     if session.status != SessionStatus.RUNNING:
         raise SessionNotRunning(details={"session_id": str(session.pk), "status": session.status})
     assert scope.actor is not None
+    require_terminate_capability(session)
     existing = Approval.objects.filter(
         tenant=scope.tenant,
         requester=scope.actor,
@@ -160,21 +182,40 @@ def _uuid(value: str | None) -> uuid.UUID | None:
 
 
 def post_approval_event(approval: Approval) -> None:
-    """Observer: append an ``approval`` event (id, status) to the approval's session stream, if it has one."""
+    """Observer: append an ``approval`` event (id, status) to the approval's session stream, if it has one;
+    once it has executed (or failed), capture it in operational memory, whatever the action."""
     session_id = _uuid(approval.session_id) if approval.session_id else None
-    if session_id is None or not Session.objects.filter(pk=session_id, tenant_id=approval.tenant_id).exists():
-        return
+    if session_id is not None and not Session.objects.filter(pk=session_id, tenant_id=approval.tenant_id).exists():
+        session_id = None
     done = (Approval.Execution.EXECUTED, Approval.Execution.FAILED)
     status = str(approval.execution) if approval.execution in done else display_status(approval)
-    event_append(
-        session_id=session_id,
-        kind=stream.EventKind.APPROVAL,
-        body=stream.approval_body(id=str(approval.pk), status=status),
-    )
-    if approval.execution in done:
-        capture_on_commit(
+    if session_id is not None:
+        event_append(
             session_id=session_id,
+            kind=stream.EventKind.APPROVAL,
+            body=stream.approval_body(id=str(approval.pk), status=status),
+        )
+    if approval.execution in done:
+        _capture_executed(approval, session_id, status)
+
+
+def _capture_executed(approval: Approval, session_id: uuid.UUID | None, status: str) -> None:
+    """The ``approval.executed`` record: in the session the approval was asked from; else in the session the
+    execution started (a bootstrap); else (a GitOps write asked outside any session) in the requester's
+    namespace of this approval."""
+    text = f"Approval {approval.pk} of {approval.action} on {approval.target_type} {approval.target_id}: {status}."
+    if session_id is None:
+        result = approval.result if isinstance(approval.result, dict) else {}
+        started = _uuid(str(result.get("session_id", ""))) if result.get("session_id") else None
+        if started is not None and Session.objects.filter(pk=started, tenant_id=approval.tenant_id).exists():
+            session_id = started
+    if session_id is not None:
+        capture_on_commit(session_id=session_id, source="approval.executed", text=text)
+    else:
+        capture_for_user_on_commit(
+            tenant_id=approval.tenant_id,
+            user_id=approval.requester_id,
+            session_key=f"approval:{approval.pk}",
             source="approval.executed",
-            text=f"Approval {approval.pk} of {approval.action} on {approval.target_type} {approval.target_id}: "
-            f"{status}.",
+            text=text,
         )

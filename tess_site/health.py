@@ -117,10 +117,21 @@ def check_celery() -> dict[str, Any]:
     return {"mode": "workers", "workers": len(replies)}
 
 
+NO_MODEL_NOTICE = (
+    "No model is configured: replies are composed by the deterministic adapter "
+    "(TESS_MODEL_ADAPTER=deterministic), without a language model."
+)
+
+
 def model_report() -> dict[str, Any]:
+    """The effective model. The deterministic adapter is no model, and the report says so in plain words
+    (seed 001: production runs without a model only when that was chosen explicitly, never silently)."""
+    configured = settings.TESS_MODEL_ADAPTER != "deterministic"
     return {
         "adapter": settings.TESS_MODEL_ADAPTER,
-        "model": settings.TESS_MODEL,
+        "model": settings.TESS_MODEL if configured else None,
+        "model_configured": configured,
+        "notice": "" if configured else NO_MODEL_NOTICE,
         "reasoning_level": settings.TESS_REASONING_LEVEL,
         "tool_policy": settings.TESS_TOOL_POLICY,
         "credentials_configured": bool(settings.TESS_MODEL_API_KEY),

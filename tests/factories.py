@@ -1,7 +1,8 @@
 """Rows the tests build again and again, as factory-boy factories.
 
 ``SessionFactory.create(owner=..., tenant=...)`` is a session row bound to a runtime that answers nothing: the
-provider instance ``nowhere`` (pass ``provider_instance`` for a real or named one) and a fresh runtime id.
+provider instance ``nowhere`` (a tmux instance the test settings configure, whose server never runs; pass
+``provider_instance`` for a real or named one) and a fresh runtime id.
 Tests that need a runtime start one through the services instead.
 """
 

@@ -113,6 +113,9 @@ class CodingMemoryExport(models.Model):
     ingestion_attempts = models.PositiveSmallIntegerField(default=0)
     ingestion_error = models.CharField(max_length=300, blank=True)
     ingested_at = models.DateTimeField(null=True, blank=True)
+    # When the sweep may (re)send it: after the backoff of a failed attempt, after an attempt in flight could
+    # have finished, or after the first wake-up should have run (it may have been lost). None once settled.
+    ingestion_next_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"export of {self.workspace_key} at {self.exported_at:%Y-%m-%d %H:%M}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -31,6 +32,7 @@ from tess_site.tasks import enqueue_on_commit
 
 from ..plugin.redaction import redact
 from .bridge import bridge_record, exportable
+from .ingest import LOST_WAKEUP_GRACE_SECONDS
 from .models import CodingMemoryEntry, CodingMemoryExport, CodingMemoryReview
 from .tasks import ingest_coding_memory_export
 
@@ -249,6 +251,7 @@ def coding_memory_export(scope: Scope, *, workspace_key: str, via: str) -> Expor
         records=records,
         record_count=len(records),
         ingestion=CodingMemoryExport.Ingestion.PENDING if ingest else CodingMemoryExport.Ingestion.NOT_CONFIGURED,
+        ingestion_next_at=now + timedelta(seconds=LOST_WAKEUP_GRACE_SECONDS) if ingest else None,
     )
     record_audit(scope, action="coding_memory.exported", target_type="coding_memory_export",
                  target_id=str(export.pk), outcome="exported",

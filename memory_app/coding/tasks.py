@@ -6,7 +6,9 @@ from typing import Any
 
 from celery import shared_task
 
-from .ingest import MAX_ATTEMPTS, coding_memory_ingest
+from tess_site.tasks import enqueue_on_commit
+
+from .ingest import MAX_ATTEMPTS, coding_memory_ingest, coding_memory_requeue_due
 
 
 @shared_task(
@@ -19,15 +21,20 @@ from .ingest import MAX_ATTEMPTS, coding_memory_ingest
 def ingest_coding_memory_export(self: Any, export_id: str) -> str:
     """Ids in, one service call inside. The service records every failure and counts attempts.
 
-    On a worker a transient failure is retried later with the service's backoff. Run eagerly (the
-    embedded default without a worker, and tests) there is no later, and a raised ``Retry`` would reach
-    whoever exported: the remaining attempts run at once, in-process, and the task never raises.
+    One attempt per run. On a worker a transient failure is retried later with the service's backoff (the
+    periodic sweep also wakes it then, should this retry be lost; only one of them sends). Run eagerly (the
+    embedded mode without a worker, and tests) the task never raises into whoever queued it: the export
+    waits out its backoff in the database and the embedded pump's sweep sends it when due.
     """
     outcome = coding_memory_ingest(export_id=export_id)
     if self.request.is_eager:
-        while outcome.retry_in is not None:
-            outcome = coding_memory_ingest(export_id=export_id)
         return outcome.status
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)
     return outcome.status
+
+
+@shared_task(name="memory_app.coding.tasks.requeue_due_coding_exports", ignore_result=True)
+def requeue_due_coding_exports() -> int:
+    """Periodic: wake exports whose ingestion is due (after a backoff, or a lost wake-up)."""
+    return coding_memory_requeue_due(lambda export_id: enqueue_on_commit(ingest_coding_memory_export, export_id))

@@ -257,7 +257,9 @@ class SessionTerminateView(ScopedAPIView):
         parameters=[IDEMPOTENCY_PARAMETER],
         description="Ask to terminate the runtime session: 202 with the pending approval for exactly this "
         "session and action. The tenant's approvers get one-time links; once one approves, the session is "
-        "terminated exactly once and its stream shows the `approval` and `status` events.",
+        "terminated exactly once and its stream shows the `approval` and `status` events. A session whose "
+        "provider instance cannot terminate gets 501 `capability_unsupported` (details name the capability and "
+        "the instance) before any approver is asked.",
     )
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:

@@ -345,6 +345,11 @@ TESS_PLASTMEM_URL = env_str("TESS_PLASTMEM_URL", "") or ""
 TESS_PLASTMEM_TIMEOUT = env_int("TESS_PLASTMEM_TIMEOUT", 5, minimum=1, maximum=60)
 TESS_PLASTMEM_CONTEXT_MAX_ITEMS = env_int("TESS_PLASTMEM_CONTEXT_MAX_ITEMS", 10, minimum=1, maximum=100)
 TESS_PLASTMEM_CONTEXT_MAX_CHARS = env_int("TESS_PLASTMEM_CONTEXT_MAX_CHARS", 2000, minimum=200, maximum=16000)
+# Ingestion retries and exports whose wake-up was lost are sent by this sweep (the embedded pump runs it too).
+CELERY_BEAT_SCHEDULE["coding-memory-requeue-due"] = {
+    "task": "memory_app.coding.tasks.requeue_due_coding_exports",
+    "schedule": 15.0,
+}
 
 # --- approvals ---------------------------------------------------------------------------
 TESS_APPROVAL_TTL_MINUTES = env_int("TESS_APPROVAL_TTL_MINUTES", 15, minimum=1, maximum=7 * 24 * 60)

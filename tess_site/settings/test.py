@@ -30,3 +30,8 @@ DATABASES = databases(os.environ, VAR_DIR / "tess.sqlite3", pool_default=False) 
 # database behind; `scripts/test.sh` drops stale ones.
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+
+# Rows built by tests/factories.py are bound to the instance "nowhere": a configured tmux instance whose
+# server never runs, so a session on it answers nothing, yet may be asked to terminate (an unconfigured
+# instance offers no terminate, and the request fails closed before any approver is asked).
+TESS_RUNTIME_PROVIDERS.setdefault("nowhere", {"kind": "tmux", "socket": f"test-nowhere-{os.getpid()}.sock"})  # noqa: F405

@@ -24,7 +24,7 @@ class PiHarness:
     rpc = False
     started_status = "unknown"  # a session file says nothing about a live process
     starts_with_children = True  # the session_info entry naming it
-    recognises_retries = False  # pi RPC has no idempotency keys
+    recognises_retries = True  # keys are matched to the entries their sends produced (providers_app/pi_keys.py)
 
     def __init__(self, directory: Path, name: str, **extra: Any) -> None:
         self.name = name

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from providers_app import pi_files
 from providers_app.contract import (
     AttachMode,
     CapabilityUnsupported,
@@ -456,3 +457,46 @@ def test_the_real_pi_reads_our_files_as_we_do_and_refuses_a_prompt_without_a_mod
     assert not any(
         e["type"] == "message" and e["message"]["role"] == "assistant" and e["id"] != answer for e in entries
     )
+
+
+def test_a_send_retried_with_its_key_is_replayed_even_after_tess_restarted(
+    pi_rpc: PiRpcHarness, system_scope: Scope, settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path / "var"
+    ref = pi_rpc.start(system_scope, "alpha")
+    first = pi_rpc.provider.send_message(ref, "deploy the fix", "key-1", system_scope)
+    assert not first.replayed
+
+    restarted = PiProvider(name=pi_rpc.name, config=pi_rpc.config)  # a new process: nothing in memory
+    try:
+        again = restarted.send_message(ref, "deploy the fix", "key-1", system_scope)
+        other = restarted.send_message(ref, "deploy the fix", "key-2", system_scope)  # same text, another key
+    finally:
+        restarted.close()
+
+    assert again.replayed and again.provider_message_id == first.provider_message_id
+    [entry] = [
+        e for e in pi_files.read_entries(pi_rpc.writers[ref.runtime_id].path) if e["id"] == again.provider_message_id
+    ]
+    assert entry["message"] == {"role": "user", "content": "deploy the fix", "timestamp": entry["message"]["timestamp"]}
+    assert not other.replayed and other.provider_message_id not in ("", first.provider_message_id, ref.runtime_id)
+    assert pi_rpc.received(ref) == "deploy the fix\ndeploy the fix\n"  # once per key
+
+
+def test_a_key_recorded_whose_entry_never_reached_the_file_is_sent_again(
+    pi_rpc: PiRpcHarness, system_scope: Scope, settings: Any, tmp_path: Path
+) -> None:
+    """Tess recorded the key and died before pi got the prompt: the retry finds no entry and sends it."""
+    from providers_app.pi_keys import KeyLedger
+
+    settings.VAR_DIR = tmp_path / "var"
+    ref = pi_rpc.start(system_scope, "alpha")
+    with KeyLedger(pi_rpc.name, ref.runtime_id).locked() as ledger:
+        ledger.record("key-9", text="restart the worker", offset=pi_rpc.writers[ref.runtime_id].path.stat().st_size)
+
+    retried = pi_rpc.provider.send_message(ref, "restart the worker", "key-9", system_scope)
+
+    assert not retried.replayed
+    assert pi_rpc.received(ref) == "restart the worker\n"
+    assert pi_rpc.provider.send_message(ref, "restart the worker", "key-9", system_scope).replayed
+    assert pi_rpc.received(ref) == "restart the worker\n"

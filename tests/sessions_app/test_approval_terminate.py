@@ -173,3 +173,42 @@ def test_a_terminate_request_always_pins_the_sessions_current_runtime(cast, star
     with pytest.raises(InvalidInput):
         approval_request(scope, parameters={"provider": "alpha", "runtime_id": "$77"}, session_id=None, **fields)
     assert Approval.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("instance", "config"),
+    [
+        ("replay", {"kind": "pi", "sessions_dir": "terminate-test"}),  # pi offers no terminate
+        ("gone", None),  # an instance no longer configured offers nothing
+    ],
+)
+def test_terminating_where_the_provider_cannot_fails_closed_before_any_approver_is_asked(
+    emails, settings, api_as, instance, config, django_capture_on_commit_callbacks
+):
+    from approvals_app.approvals import approval_request
+    from providers_app.contract import CapabilityUnsupported
+    from providers_app.registry import reset_instances
+    from tests.conftest import scope_of
+    from tests.factories import SessionFactory
+
+    if config is not None:
+        settings.TESS_RUNTIME_PROVIDERS = {**settings.TESS_RUNTIME_PROVIDERS, instance: config}
+    reset_instances()
+    session = SessionFactory.create(owner=emails.owner, tenant=emails.acme, provider_instance=instance)
+
+    refused = ask(api_as(emails.owner), session, django_capture_on_commit_callbacks)
+    assert refused.status_code == 501
+    error = refused.json()["error"]
+    assert error["code"] == "capability_unsupported"
+    assert error["details"]["capability"] == "terminate" and error["details"]["instance"] == instance
+
+    # The gateway's path (a request straight to approvals_app, through the action's binder) is refused too.
+    fields = {"action": "session.terminate", "target_type": "session", "target_id": str(session.pk)}
+    with pytest.raises(CapabilityUnsupported):
+        approval_request(scope_of(emails.owner, emails.acme), parameters={}, session_id=str(session.pk), **fields)
+
+    assert not Approval.objects.exists()
+    assert mail.outbox == []  # no approver was asked
+    session.refresh_from_db()
+    assert session.status == SessionStatus.RUNNING
+    reset_instances()

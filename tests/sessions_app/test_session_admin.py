@@ -75,3 +75,22 @@ def test_the_event_list_keeps_its_query_count(cast, client, django_assert_max_nu
     client.force_login(cast.auditor)
     with django_assert_max_num_queries(16):
         assert client.get("/admin/sessions_app/sessionevent/").status_code == 200
+
+
+def test_a_sessions_checkpoint_shows_to_auditors_by_ids_only(cast, client):
+    session = _session(cast)
+    checkpoint = {
+        "kind": "compaction",
+        "entry_id": "c0ffee01",
+        "summary": "Owner is migrating payroll-ledger; keep the PGTZ trick",
+        "first_kept_entry_id": "beef0002",
+        "tokens_before": 48213,
+        "cursor": "1024.0",
+    }
+    Session.objects.filter(pk=session.pk).update(checkpoint=checkpoint)
+    client.force_login(cast.auditor)
+    page = client.get(f"/admin/sessions_app/session/{session.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "c0ffee01" in text and "beef0002" in text and "48213" in text
+    assert "payroll-ledger" not in text and "PGTZ" not in text

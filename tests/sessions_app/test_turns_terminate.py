@@ -57,3 +57,31 @@ def test_asking_tess_to_terminate_ends_the_runtime_once_an_approver_approves(
     assert kinds.index("turn.in") < kinds.index("approval") < kinds.index("turn.out")
     assert [e["body"]["status"] for e in events if e["kind"] == "approval"] == ["pending", "approved", "executed"]
     assert [e["body"]["status"] for e in events if e["kind"] == "status"] == ["running", "terminated"]
+
+
+def test_asking_tess_to_terminate_a_pi_session_fails_closed_and_asks_no_approver(
+    cast, settings, api_as, django_capture_on_commit_callbacks
+):
+    from providers_app.registry import reset_instances
+    from tests.factories import SessionFactory
+
+    cast.approver.email = "approver@example.test"
+    cast.approver.save(update_fields=["email"])
+    settings.TESS_RUNTIME_PROVIDERS = {"replay": {"kind": "pi", "sessions_dir": "turn-terminate-test"}}
+    reset_instances()
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="replay")
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            asked = api_as(cast.owner).post(
+                f"/api/v1/sessions/{session.pk}/turns/",
+                {"text": "please terminate this session"},
+                format="json",
+                headers={"Idempotency-Key": uuid.uuid4().hex},
+            )
+    finally:
+        reset_instances()
+    assert asked.status_code == 501, asked.content
+    error = asked.json()["error"]
+    assert error["code"] == "capability_unsupported"
+    assert (error["details"]["capability"], error["details"]["instance"]) == ("terminate", "replay")
+    assert not Approval.objects.exists() and mail.outbox == []

@@ -121,10 +121,23 @@ def test_it_reports_the_effective_model_reasoning_level_and_tool_policy(cast, ap
     assert body["model"] == {
         "adapter": "openai",
         "model": "gpt-test-large",
+        "model_configured": True,
+        "notice": "",
         "reasoning_level": "high",
         "tool_policy": "read_only",
         "credentials_configured": True,
     }
+
+
+@override_settings(TESS_MODEL_ADAPTER="deterministic", TESS_MODEL="tess-deterministic", TESS_MODEL_API_KEY=None)
+@pytest.mark.django_db
+def test_without_a_model_it_says_plainly_that_none_is_configured(cast, api_as):
+    """seed 001: running on the deterministic adapter is an explicit choice, and health never passes it off as
+    a model."""
+    body = api_as(cast.owner).get(HEALTH).json()
+    assert body["model"]["adapter"] == "deterministic"
+    assert body["model"]["model"] is None and body["model"]["model_configured"] is False
+    assert body["model"]["notice"].startswith("No model is configured")
 
 
 @pytest.mark.postgres

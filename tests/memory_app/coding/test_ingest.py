@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from memory_app.coding.ingest import (
     BACKOFF_BASE_SECONDS,
@@ -15,6 +16,7 @@ from memory_app.coding.ingest import (
 from memory_app.coding.models import CodingMemoryExport
 from memory_app.coding.preretrieve import PRE_RETRIEVE_LABEL, coding_context_pre_retrieve
 from memory_app.coding.services import coding_memory_export
+from memory_app.coding.tasks import requeue_due_coding_exports
 from memory_app.plastmem_client import PlastMemError, PlastMemUnreachable, millis
 from tests.conftest import scope_of
 from tests.memory_app.plastmem_standin import unreachable_url
@@ -61,15 +63,28 @@ def test_nothing_is_sent_when_plast_mem_is_not_configured(cast, active, plastmem
     assert CodingMemoryExport.objects.get().ingestion == "not_configured"
 
 
+def due_now() -> None:
+    """The backoff has passed (tests move the due time instead of waiting for it)."""
+    CodingMemoryExport.objects.exclude(ingestion_next_at=None).update(ingestion_next_at=timezone.now())
+
+
 def test_an_unreachable_server_is_retried_then_recorded_and_the_caller_never_fails(cast, active, settings):
     settings.TESS_PLASTMEM_URL = unreachable_url()
     active()
-    result = export(cast)  # tasks run eagerly in tests: every retry happens inside this call
+    result = export(cast)  # one attempt on commit; the retries wait out their backoff in the database
     assert len(result.records) == 1
+    row = CodingMemoryExport.objects.get()
+    assert (row.ingestion, row.ingestion_attempts) == ("retrying", 1)
+    for _ in range(MAX_ATTEMPTS - 1):
+        due_now()
+        assert requeue_due_coding_exports() == 1
     row = CodingMemoryExport.objects.get()
     assert row.ingestion == "failed"
     assert row.ingestion_attempts == MAX_ATTEMPTS
     assert "ConnectError" in row.ingestion_error
+    assert row.ingestion_next_at is None
+    due_now()
+    assert requeue_due_coding_exports() == 0
 
 
 def test_a_transient_error_then_success_is_ingested(cast, active, plastmem, settings):
@@ -77,6 +92,11 @@ def test_a_transient_error_then_success_is_ingested(cast, active, plastmem, sett
     plastmem.state.fail_next.append((503, "database is restarting"))
     active()
     export(cast)
+    row = CodingMemoryExport.objects.get()
+    assert (row.ingestion, row.ingestion_attempts) == ("retrying", 1)
+    assert requeue_due_coding_exports() == 0  # not before its backoff
+    due_now()
+    assert requeue_due_coding_exports() == 1
     row = CodingMemoryExport.objects.get()
     assert (row.ingestion, row.ingestion_attempts) == ("ingested", 2)
     assert len(plastmem.requests_to("import_batch_messages")) == 2
@@ -148,3 +168,59 @@ def test_on_a_worker_a_transient_failure_is_retried_with_the_backoff(cast, activ
     assert countdowns == [BACKOFF_BASE_SECONDS]
     row = CodingMemoryExport.objects.get()
     assert (row.ingestion, row.ingestion_attempts) == ("retrying", 1)
+
+
+def test_an_export_whose_wake_up_was_lost_is_sent_by_the_embedded_pumps_sweep(
+    cast, active, plastmem, settings, monkeypatch
+):
+    """Redis restarted while the export committed: ``enqueue_on_commit`` drops the wake-up (the broker refuses
+    it) and the export stays ``pending`` in the database; the embedded pump's housekeeping sends it over HTTP."""
+    from kombu.exceptions import OperationalError
+
+    from memory_app.coding.tasks import ingest_coding_memory_export
+    from sessions_app.pump import housekeeping
+
+    settings.TESS_PLASTMEM_URL = plastmem.url
+    active()
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ingest_coding_memory_export, "apply_async", broker_down)
+        result = export(cast)
+    row = CodingMemoryExport.objects.get()
+    assert (row.ingestion, row.ingestion_attempts) == ("pending", 0)
+    assert plastmem.requests_to("import_batch_messages") == []
+
+    housekeeping()
+    assert plastmem.requests_to("import_batch_messages") == []  # its wake-up may still be on its way
+    CodingMemoryExport.objects.update(ingestion_next_at=timezone.now())  # the grace for the wake-up has passed
+    housekeeping()
+    [body] = plastmem.requests_to("import_batch_messages")
+    assert body["conversation_id"] == str(workspace_conversation(cast.acme.pk, WORKSPACE))
+    row = CodingMemoryExport.objects.get()
+    assert (row.ingestion, row.ingestion_attempts, row.ingestion_next_at) == ("ingested", 1, None)
+    assert row.pk == result.export.pk
+    housekeeping()
+    assert len(plastmem.requests_to("import_batch_messages")) == 1  # settled: never sent again
+
+
+def test_the_export_request_makes_one_attempt_and_leaves_the_retries_to_the_sweep(cast, active, settings, api_as):
+    settings.TESS_PLASTMEM_URL = unreachable_url()
+    active()
+    response = api_as(cast.approver).post("/api/v1/coding-memory/export/", {"workspace": WORKSPACE}, format="json")
+    assert response.status_code == 200, response.content
+    row = CodingMemoryExport.objects.get()
+    assert (row.ingestion, row.ingestion_attempts) == ("retrying", 1)
+    assert row.ingestion_next_at > timezone.now()  # the next attempt waits for its backoff, outside the request
+
+
+def test_a_duplicate_wake_up_sends_nothing_before_the_export_is_due(cast, active, plastmem, settings):
+    settings.TESS_PLASTMEM_URL = plastmem.url
+    plastmem.state.fail_next.append((503, "database is restarting"))
+    active()
+    result = export(cast)
+    assert coding_memory_ingest(export_id=str(result.export.pk)).status == "retrying"  # a late Celery retry
+    assert len(plastmem.requests_to("import_batch_messages")) == 1
+    assert CodingMemoryExport.objects.get().ingestion_attempts == 1
