@@ -302,20 +302,16 @@ def test_settings_are_per_person_and_unknown_channels_are_refused(cast, api_as):
 def test_a_notice_goes_to_the_chosen_channels_with_the_inbox_link_only(mailed, request_touch, cast, monkeypatch):
     notifications.preferences_update(scope=scope_of(cast.approver, cast.acme), changes={"email": True})
     dms: list[tuple[str, dict[str, str]]] = []
-    notifications.register_inbox_notifier(
-        "discord", lambda user, tenant_id, notice: dms.append((user.username, notice))
+    # In place of the real Discord sender for this test only (monkeypatch restores it).
+    monkeypatch.setitem(
+        notifications._notifiers, "discord", lambda user, tenant_id, notice: dms.append((user.username, notice))
     )
     queued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(notifications, "enqueue_on_commit", lambda task, *args: queued.append(args))
-    try:
-        approval = request_touch()
-        mail.outbox.clear()
-        for args in queued:
-            notifications.inbox_notice_deliver(
-                tenant_id=args[0], user_id=args[1], key=args[2], title=args[3], url=args[4]
-            )
-    finally:
-        notifications._notifiers.pop("discord", None)
+    approval = request_touch()
+    mail.outbox.clear()
+    for args in queued:
+        notifications.inbox_notice_deliver(tenant_id=args[0], user_id=args[1], key=args[2], title=args[3], url=args[4])
     assert sorted(args[1] for args in queued) == sorted([cast.approver.pk, approver2().pk])  # not the requester
     notice_mail = [m for m in mail.outbox if m.to == ["approver@example.test"]]
     assert len(notice_mail) == 1 and f"/inbox/#approval_to_decide:{approval.pk}" in notice_mail[0].body
@@ -324,19 +320,16 @@ def test_a_notice_goes_to_the_chosen_channels_with_the_inbox_link_only(mailed, r
     assert not [m for m in mail.outbox if m.to == ["approver2@example.test"]]  # e-mail is opt-in
 
 
-def test_a_failing_channel_neither_fails_the_action_nor_stops_the_others(mailed, cast):
+def test_a_failing_channel_neither_fails_the_action_nor_stops_the_others(mailed, cast, monkeypatch):
     notifications.preferences_update(scope=scope_of(cast.approver, cast.acme), changes={"email": True, "discord": True})
 
     def down(user: Any, tenant_id: int, notice: dict[str, str]) -> None:
         raise RuntimeError("discord is down")
 
-    notifications.register_inbox_notifier("discord", down)
-    try:
-        notifications.inbox_notice_deliver(
-            tenant_id=cast.acme.pk, user_id=cast.approver.pk, key="card:x", title="A card", url="/inbox/#card:x"
-        )
-    finally:
-        notifications._notifiers.pop("discord", None)
+    monkeypatch.setitem(notifications._notifiers, "discord", down)
+    notifications.inbox_notice_deliver(
+        tenant_id=cast.acme.pk, user_id=cast.approver.pk, key="card:x", title="A card", url="/inbox/#card:x"
+    )
     assert [m.to for m in mail.outbox] == [["approver@example.test"]]
 
 

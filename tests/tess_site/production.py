@@ -15,6 +15,7 @@ certificate lines go); it tells Tess the request came over HTTPS, as the real on
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,8 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from django.conf import settings as django_settings
 
 from tests.conftest import require_or_skip
 from tests.tess_site.children import ROOT, Child, free_port
@@ -35,6 +38,14 @@ HEADERS = {"Host": HOST, "X-Forwarded-Proto": "https"}
 UNTHROTTLED = {"TESS_TOKEN_RATE": "10000/min", "TESS_DISCORD_LINK_RATE": "10000/min", "TESS_APPROVAL_RATE": "10000/min"}
 # The optional-credentials example hands over a Discord bot token, so Discord is on: its two public values.
 DISCORD = {"TESS_DISCORD_PUBLIC_KEY": "cd" * 32, "TESS_DISCORD_APPLICATION_ID": "123456789012345678"}
+
+
+def _runtimes() -> dict[str, str]:
+    """Rows built by tests/factories.py sit on the instance "nowhere": the production units must know it offers
+    terminate, or they refuse to ask an approver (as they should for an instance they do not know)."""
+    return {"TESS_RUNTIME_PROVIDERS": json.dumps({"nowhere": django_settings.TESS_RUNTIME_PROVIDERS["nowhere"]})}
+
+
 NGINX_CONF = DEPLOY / "nginx" / "tess.conf"
 
 
@@ -123,7 +134,7 @@ def start_production_web(start_child: Callable[..., Child], directory: Path, **o
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "ws").mkdir(exist_ok=True)
     # One machine: both units share the state directory (StateDirectory=tess).
-    settings = {**DISCORD, **UNTHROTTLED, "TESS_VAR_DIR": str(directory / "var"), **overrides}
+    settings = {**DISCORD, **UNTHROTTLED, **_runtimes(), "TESS_VAR_DIR": str(directory / "var"), **overrides}
     web_env = _unit_env("tess-web.service", directory, TESS_BIND_PORT=str(http_port), **settings)
     ws_env = _unit_env("tess-ws.service", directory / "ws", TESS_WS_BIND_PORT=str(ws_port), **settings)
     for env in (web_env, ws_env):
@@ -148,7 +159,9 @@ def _wait_until_it_answers(child: Child, port: int, timeout: float) -> None:
 def start_production_worker(start_child: Callable[..., Child], directory: Path, **overrides: str) -> Child:
     """The worker unit (one process), so what production delegates to Celery runs, and health finds a worker."""
     directory.mkdir(parents=True, exist_ok=True)
-    env = _unit_env("tess-worker.service", directory, TESS_WORKER_CONCURRENCY="1", **{**DISCORD, **overrides})
+    env = _unit_env(
+        "tess-worker.service", directory, TESS_WORKER_CONCURRENCY="1", **{**DISCORD, **_runtimes(), **overrides}
+    )
     (start,) = values(SYSTEMD / "tess-worker.service", "ExecStart")
     start = start.replace("%H", socket.gethostname())  # systemd's specifier for the host name
     child = start_child("tess-worker", _command(start, env), env)
