@@ -22,6 +22,7 @@ sent exactly with the database (``tests_cluster/test_load.py``).
 from __future__ import annotations
 
 import argparse
+import base64
 import asyncio
 import itertools
 import json
@@ -39,7 +40,8 @@ from websockets.asyncio.client import connect
 from bench.common import percentile
 
 DEFAULT_SECONDS = 60.0
-CATCH_UP_SECONDS = 60.0  # after the senders stop, how long subscribers get to reach the last event
+CATCH_UP_SECONDS = 60.0
+PUSH_PATH = "/api/v1/inbox/push-subscriptions/"  # after the senders stop, how long subscribers get to reach the last event
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class LoadConfig:
     rest_readers: int = 4
     subscribers_per_session: int = 2
     replay_every: int = 10
+    # What the senders write: "turn", or "push" for the smallest idempotent authenticated POST that writes one
+    # row (``POST /api/v1/inbox/push-subscriptions/``, one browser's subscription per sender, stored again each
+    # time), the baseline a turn's throughput is set beside.
+    sends: str = "turn"
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,9 @@ class _Run:
 
     async def turn_sender(self, index: int) -> None:
         node = self.config.nodes[index % len(self.config.nodes)]
+        if self.config.sends == "push":
+            await self.push_sender(node, index)
+            return
         async with self._client(node) as client:
             while time.monotonic() < self.deadline:
                 n = next(self.counter)
@@ -149,6 +158,12 @@ class _Run:
                 self.result.turns.append(SentTurn(session_id, key, turn_id, text, node))
                 if n % self.config.replay_every == 0:
                     await self._replay(client, path, key, text, turn_id)
+
+    async def push_sender(self, node: str, index: int) -> None:
+        body = push_subscription(f"{self.result.key_prefix}-{index}")
+        async with self._client(node) as client:
+            while time.monotonic() < self.deadline:
+                await self._timed("POST push-subscription", client.post(PUSH_PATH, json=body))
 
     async def _replay(self, client: httpx.AsyncClient, path: str, key: str, text: str, turn_id: str) -> None:
         again = await self._timed(
@@ -234,6 +249,12 @@ class _Run:
 
 async def run_load(config: LoadConfig) -> LoadResult:
     return await _Run(config).run()
+
+
+def push_subscription(name: str) -> dict[str, Any]:
+    """A browser's Web Push subscription as the browser hands it over (keys of the right sizes, base64url)."""
+    keys = {"p256dh": base64.urlsafe_b64encode(b"\x04" + b"k" * 64).decode(), "auth": base64.urlsafe_b64encode(b"push-auth-secret").decode()}
+    return {"endpoint": f"https://push.example.com/send/{name}", "keys": keys}
 
 
 def load_seconds() -> float:
