@@ -14,9 +14,16 @@ requests), and what each benchmark passes (the model adapter, gunicorn's threads
 
 from __future__ import annotations
 
+import shutil
+import sys
+import tempfile
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.db import connection, connections
 
@@ -153,3 +160,53 @@ class BackendSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+def bench_operator(label: str, *, sessions: int, notes: int = 0) -> tuple[str, list[str]]:
+    """An operator of a tenant of its own with ``sessions`` sessions and ``notes`` confirmed memory notes.
+
+    Returns a personal token and the session ids.
+    """
+    from bench.b_turns import _remember
+    from sessions_app.models import Session
+    from tess_site.accounts import services as accounts
+    from tess_site.accounts.selectors import roles_for
+    from tess_site.scope import Channel, Role, Scope
+
+    tenant = accounts.tenant_create(slug=f"bench-{label}-{uuid.uuid4().hex[:8]}")
+    user, _ = accounts.user_ensure(username=f"bench-{tenant.slug}", password="bench-pass-1234")
+    accounts.membership_grant(tenant=tenant, user=user, role=Role.OPERATOR)
+    roles = roles_for(user=user, tenant=tenant)
+    scope = Scope(tenant=tenant, actor=user, channel=Channel.CLI, correlation_id=f"bench-{label}", roles=roles)
+    if notes:
+        _remember(scope, {"op": "remember", "category": "standing_initiative", "value": "EVE_EVERYWHERE Phase 5"})
+    for i in range(notes - 1):
+        _remember(scope, {"op": "remember", "category": "preferences", "value": f"bench preference number {i}"})
+    token = accounts.token_issue(scope=scope, name="bench").plaintext
+    ids = [
+        str(
+            Session.objects.create(
+                tenant=tenant, owner=user, title=f"{label} {i}", provider_instance="bench", runtime_id=uuid.uuid4().hex
+            ).pk
+        )
+        for i in range(sessions)
+    ]
+    return token, ids
+
+
+@contextmanager
+def production_tier(label: str, **kwargs: Any) -> Iterator[Production]:
+    """``start_production`` in a directory of its own, stopped after; on failure the servers' last lines are shown."""
+    directory = Path(tempfile.mkdtemp(prefix=f"tess-bench-{label}-"))
+    production: Production | None = None
+    try:
+        production = start_production(directory, **kwargs)
+        yield production
+    except BaseException:
+        for log in sorted(directory.rglob("*.log")):
+            print(f"--- {log}:\n{log.read_text(errors='replace')[-2000:]}", file=sys.stderr)
+        raise
+    finally:
+        if production is not None:
+            production.stop()
+    shutil.rmtree(directory, ignore_errors=True)
