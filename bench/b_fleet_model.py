@@ -79,7 +79,9 @@ async def _measure(url: str, token: str, sessions: list[str]) -> tuple[dict, dic
     errors: list[str] = []
     # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
     stop, turns = asyncio.Event(), []
-    warm = [asyncio.create_task(_turns(url, token, sessions[i % len(sessions)], stop, turns, errors)) for i in range(TURNS)]
+    warm = [
+        asyncio.create_task(_turns(url, token, sessions[i % len(sessions)], stop, turns, errors)) for i in range(TURNS)
+    ]
     await _probes(url, token, 2.0, errors)
     stop.set()
     await asyncio.gather(*warm)

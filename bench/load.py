@@ -22,8 +22,8 @@ sent exactly with the database (``tests_cluster/test_load.py``).
 from __future__ import annotations
 
 import argparse
-import base64
 import asyncio
+import base64
 import itertools
 import json
 import os
@@ -40,8 +40,8 @@ from websockets.asyncio.client import connect
 from bench.common import percentile
 
 DEFAULT_SECONDS = 60.0
-CATCH_UP_SECONDS = 60.0
-PUSH_PATH = "/api/v1/inbox/push-subscriptions/"  # after the senders stop, how long subscribers get to reach the last event
+CATCH_UP_SECONDS = 60.0  # after the senders stop, how long subscribers get to reach the last event
+PUSH_PATH = "/api/v1/inbox/push-subscriptions/"
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,8 @@ async def run_load(config: LoadConfig) -> LoadResult:
 
 def push_subscription(name: str) -> dict[str, Any]:
     """A browser's Web Push subscription as the browser hands it over (keys of the right sizes, base64url)."""
-    keys = {"p256dh": base64.urlsafe_b64encode(b"\x04" + b"k" * 64).decode(), "auth": base64.urlsafe_b64encode(b"push-auth-secret").decode()}
+    public_key = base64.urlsafe_b64encode(b"\x04" + b"k" * 64).decode()  # uncompressed P-256 point: 65 bytes
+    keys = {"p256dh": public_key, "auth": base64.urlsafe_b64encode(b"push-auth-secret").decode()}  # 16 bytes
     return {"endpoint": f"https://push.example.com/send/{name}", "keys": keys}
 
 
