@@ -61,7 +61,9 @@ async def _probes(url: str, token: str, seconds: float, errors: list[str]) -> di
     return found
 
 
-async def _turns(url: str, token: str, session_id: str, stop: asyncio.Event, out: list[float], errors: list[str]):
+async def _turns(
+    url: str, token: str, session_id: str, stop: asyncio.Event, out: list[float], errors: list[str]
+) -> None:
     async with _client(url, token) as client:
         while not stop.is_set():
             started = time.perf_counter()
@@ -75,25 +77,30 @@ async def _turns(url: str, token: str, session_id: str, stop: asyncio.Event, out
             out.append((time.perf_counter() - started) * 1000)
 
 
-async def _measure(url: str, token: str, sessions: list[str]) -> tuple[dict, dict, list[float], list[str]]:
-    errors: list[str] = []
-    # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
-    stop, turns = asyncio.Event(), []
-    warm = [
-        asyncio.create_task(_turns(url, token, sessions[i % len(sessions)], stop, turns, errors)) for i in range(TURNS)
-    ]
-    await _probes(url, token, 2.0, errors)
-    stop.set()
-    await asyncio.gather(*warm)
-    idle = await _probes(url, token, PROBE_SECONDS, errors)
-    stop, turns = asyncio.Event(), []
+Probed = dict[str, list[float]]
+
+
+async def _while_turns_wait(
+    url: str, token: str, sessions: list[str], seconds: float, errors: list[str]
+) -> tuple[Probed, list[float]]:
+    """Probe for ``seconds`` with TURNS turns in flight all along; the probes and every turn's time (ms)."""
+    stop, turns = asyncio.Event(), list[float]()
     waiting = [
         asyncio.create_task(_turns(url, token, sessions[i % len(sessions)], stop, turns, errors)) for i in range(TURNS)
     ]
     await asyncio.sleep(0.5)  # every turn sent and waiting on the model
-    busy = await _probes(url, token, PROBE_SECONDS, errors)
+    busy = await _probes(url, token, seconds, errors)
     stop.set()
     await asyncio.gather(*waiting)
+    return busy, turns
+
+
+async def _measure(url: str, token: str, sessions: list[str]) -> tuple[Probed, Probed, list[float], list[str]]:
+    errors: list[str] = []
+    # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
+    await _while_turns_wait(url, token, sessions, 2.0, errors)
+    idle = await _probes(url, token, PROBE_SECONDS, errors)
+    busy, turns = await _while_turns_wait(url, token, sessions, PROBE_SECONDS, errors)
     return idle, busy, turns, errors
 
 
