@@ -81,6 +81,8 @@ class Production:
 
 def start_production(directory: Path, *, nodes: int = 1, **overrides: str) -> Production:
     """``nodes`` gunicorn + daphne pairs from the units, behind one nginx; stop it with ``stop()``."""
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        raise RuntimeError("the benchmarks on the production tier need nginx (deploy/nginx/tess.conf runs in front)")
     directory.mkdir(parents=True, exist_ok=True)
     settings = {**DISCORD, **UNLIMITED, "ALLOWED_HOSTS": f"{HOST},127.0.0.1", **overrides}
     production = Production(directory=directory, port=free_port(), settings=settings)
