@@ -70,8 +70,11 @@ class Production:
     @property
     def pool_capacity(self) -> int:
         """The most PostgreSQL connections the serving processes' pools may hold: (workers + daphne) x max, per node."""
-        workers = int(self.settings.get("TESS_WEB_WORKERS", "2"))
-        pool_max = int(self.settings.get("TESS_DB_POOL_MAX", "8"))
+        from tess_site import gunicorn_conf
+        from tess_site.settings.derived import POOL_MAX_DEFAULT
+
+        workers = int(self.settings.get("TESS_WEB_WORKERS", gunicorn_conf.workers))
+        pool_max = int(self.settings.get("TESS_DB_POOL_MAX", POOL_MAX_DEFAULT))
         return len(self.nodes) * (workers + 1) * pool_max
 
     def stop(self) -> None:
