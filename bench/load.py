@@ -94,7 +94,8 @@ class LoadResult:
 
     def report(self) -> str:
         width = max((len(kind) for kind in self.latencies), default=10)
-        lines = [f"load: {self.elapsed:.1f}s against {", ".join(self.config.nodes)}, {len(self.config.sessions)} sessions"]
+        nodes = ", ".join(self.config.nodes)
+        lines = [f"load: {self.elapsed:.1f}s against {nodes}, {len(self.config.sessions)} sessions"]
         lines.append(f"  {'kind':<{width}}  {'count':>7}  {'per s':>8}  {'p50 ms':>8}  {'p95 ms':>8}")
         for kind, values in sorted(self.latencies.items()):
             rate = len(values) / self.elapsed if self.elapsed else 0.0
