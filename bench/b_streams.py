@@ -1,9 +1,11 @@
-"""Stream fan-out: 100 websocket subscribers on one session through a real ASGI server with channels-redis.
+"""Stream fan-out: 100 websocket subscribers on one session through the production tier, with channels-redis.
 
 Tess's path: an event is committed to PostgreSQL, a wake-up carrying only its seq goes through
-channels-redis, and each subscriber's consumer reads the events from the database and sends them.
-Baseline, in the same run and server: a bare Channels consumer forwarding raw ``group_send`` payloads
-(no authentication, no database) to the same number of subscribers, offered the same event rate.
+channels-redis, and each subscriber's consumer reads the events from the database and sends them. Tess runs
+as deployed (``bench/topology.py``: daphne from ``tess-ws.service`` under the production settings, nginx in
+front; subscribers connect through nginx). Baseline, in the same run: a bare Channels consumer forwarding raw
+``group_send`` payloads (no authentication, no database) to the same number of subscribers, offered the same
+event rate, on a daphne of its own (``bench/streams_asgi.py``; reached directly, no proxy).
 
 Events are produced by one writer as fast as committing allows (``event_append``, one transaction per
 event) for ``BENCH_STREAM_SECONDS`` (20). Reported: events per second delivered to each subscriber, p50
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +37,7 @@ from django.conf import settings
 from django.db import connection
 
 from bench.common import Row, percentile
+from bench.topology import production_tier
 
 SUBSCRIBERS = 100
 CLIENT_PROCESSES = 4
@@ -177,11 +181,9 @@ def run() -> list[Row]:
         tenant=tenant, owner=user, title="bench", provider_instance="bench", runtime_id=uuid.uuid4().hex
     )
     port = _free_port()
-    server = _start_server(port, redis_url)
     layer = get_channel_layer()
     assert layer is not None
     send = async_to_sync(layer.group_send)
-    tess_url = f"ws://127.0.0.1:{port}/ws/sessions/{session.pk}/stream/?cursor={{cursor}}"
     headers = {"Authorization": f"Bearer {token}"}
 
     def produce_tess(rate: float | None) -> Any:
@@ -253,16 +255,18 @@ def run() -> list[Row]:
         print(f"\nstream catch-up: {CATCHUP_EVENTS} stored events reached one client in order at {rate:.0f}/s")
         return rate
 
+    stack = ExitStack()
     try:
+        stack.callback(_stop, _start_server(port, redis_url))  # the baseline's bare consumer
+        tier = stack.enter_context(
+            production_tier("streams", TESS_CHANNEL_PREFIX=PREFIX, TESS_MODEL_ADAPTER="deterministic")
+        )
+        tess_url = f"ws://127.0.0.1:{tier.port}/ws/sessions/{session.pk}/stream/?cursor={{cursor}}"
         full = pair(None)
         paced = pair(PACED_RATE)
         backlog = catch_up()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stack.close()
     rows = []
     for label, (ours, base) in (("max", full), (f"{PACED_RATE:.0f}/s", paced)):
         rows += [
@@ -290,6 +294,14 @@ def run() -> list[Row]:
         )
     )
     return rows
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
 
 
 def _pace(t0: float, n: int, rate: float | None) -> None:

@@ -20,10 +20,22 @@ class Row:
     baseline: float
     value: float
     unit: str = "µs"
+    # The target, when the figure has one: the ratio at most (a cost) or at least (a throughput).
+    at_most: float | None = None
+    at_least: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.value / self.baseline if self.baseline else float("inf")
+
+    @property
+    def verdict(self) -> str:
+        """``<= 3.00x PASS``, ``>= 0.40x MISS``, or nothing for a figure without a target."""
+        if self.at_most is not None:
+            return f"<={self.at_most:.2f}x {'PASS' if self.ratio <= self.at_most else 'MISS'}"
+        if self.at_least is not None:
+            return f">={self.at_least:.2f}x {'PASS' if self.ratio >= self.at_least else 'MISS'}"
+        return ""
 
 
 def per_op_us(fn: Callable[[], object], n: int) -> float:

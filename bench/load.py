@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import itertools
 import json
 import os
@@ -40,6 +41,7 @@ from bench.common import percentile
 
 DEFAULT_SECONDS = 60.0
 CATCH_UP_SECONDS = 60.0  # after the senders stop, how long subscribers get to reach the last event
+PUSH_PATH = "/api/v1/inbox/push-subscriptions/"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class LoadConfig:
     rest_readers: int = 4
     subscribers_per_session: int = 2
     replay_every: int = 10
+    # What the senders write: "turn", or "push" for the smallest idempotent authenticated POST that writes one
+    # row (``POST /api/v1/inbox/push-subscriptions/``, one browser's subscription per sender, stored again each
+    # time), the baseline a turn's throughput is set beside.
+    sends: str = "turn"
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ class LoadResult:
 
     def report(self) -> str:
         width = max((len(kind) for kind in self.latencies), default=10)
-        lines = [f"load: {self.elapsed:.1f}s on {len(self.config.nodes)} nodes, {len(self.config.sessions)} sessions"]
+        nodes = ", ".join(self.config.nodes)
+        lines = [f"load: {self.elapsed:.1f}s against {nodes}, {len(self.config.sessions)} sessions"]
         lines.append(f"  {'kind':<{width}}  {'count':>7}  {'per s':>8}  {'p50 ms':>8}  {'p95 ms':>8}")
         for kind, values in sorted(self.latencies.items()):
             rate = len(values) / self.elapsed if self.elapsed else 0.0
@@ -133,6 +140,9 @@ class _Run:
 
     async def turn_sender(self, index: int) -> None:
         node = self.config.nodes[index % len(self.config.nodes)]
+        if self.config.sends == "push":
+            await self.push_sender(node, index)
+            return
         async with self._client(node) as client:
             while time.monotonic() < self.deadline:
                 n = next(self.counter)
@@ -149,6 +159,12 @@ class _Run:
                 self.result.turns.append(SentTurn(session_id, key, turn_id, text, node))
                 if n % self.config.replay_every == 0:
                     await self._replay(client, path, key, text, turn_id)
+
+    async def push_sender(self, node: str, index: int) -> None:
+        body = push_subscription(f"{self.result.key_prefix}-{index}")
+        async with self._client(node) as client:
+            while time.monotonic() < self.deadline:
+                await self._timed("POST push-subscription", client.post(PUSH_PATH, json=body))
 
     async def _replay(self, client: httpx.AsyncClient, path: str, key: str, text: str, turn_id: str) -> None:
         again = await self._timed(
@@ -234,6 +250,13 @@ class _Run:
 
 async def run_load(config: LoadConfig) -> LoadResult:
     return await _Run(config).run()
+
+
+def push_subscription(name: str) -> dict[str, Any]:
+    """A browser's Web Push subscription as the browser hands it over (keys of the right sizes, base64url)."""
+    public_key = base64.urlsafe_b64encode(b"\x04" + b"k" * 64).decode()  # uncompressed P-256 point: 65 bytes
+    keys = {"p256dh": public_key, "auth": base64.urlsafe_b64encode(b"push-auth-secret").decode()}  # 16 bytes
+    return {"endpoint": f"https://push.example.com/send/{name}", "keys": keys}
 
 
 def load_seconds() -> float:

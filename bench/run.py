@@ -37,11 +37,11 @@ def main() -> None:
             continue
         rows.extend(importlib.import_module(f"bench.{module}").run())
     print(f"\nTess benchmarks on {connection.vendor} ({ROUNDS} rounds)\n")
-    print(f"{'measured':<44} {'baseline':<42} {'baseline':>10} {'value':>10} {'ratio':>7}")
+    print(f"{'measured':<44} {'baseline':<42} {'baseline':>10} {'value':>10} {'ratio':>7}  target")
     for row in rows:
         print(
             f"{row.name:<44} {row.baseline_name:<42} {row.baseline:>8.1f}{row.unit:>2} {row.value:>8.1f}{row.unit:>2}"
-            f" {row.ratio:>6.2f}x"
+            f" {row.ratio:>6.2f}x  {row.verdict}"
         )
 
 

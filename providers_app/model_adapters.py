@@ -14,6 +14,7 @@ may do before any adapter runs) and it never writes operator memory. Adapters re
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -181,6 +182,11 @@ class DeterministicAdapter:
 # --- openai_compatible ------------------------------------------------------------------------------------
 
 
+# One OpenAI client per endpoint and process (``OpenAICompatibleAdapter._client``).
+_CLIENTS: dict[tuple[str | None, str | None, float], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
 class OpenAICompatibleAdapter:
     """Chat completions through the ``openai`` client, against any compatible base URL."""
 
@@ -215,13 +221,26 @@ class OpenAICompatibleAdapter:
         )
 
     def _client(self) -> Any:
-        # Imported on use (here and in ``complete``): the OpenAI SDK is heavy and only this adapter needs it.
-        import openai
+        """The process's client for this endpoint, made once: making one (its HTTP client and TLS context) costs
+        about as much CPU as the rest of a turn, and one client serves every thread (it keeps a connection
+        pool)."""
+        key = (self.base_url, self.api_key, self.timeout)
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.get(key)
+            if client is None:
+                # Imported on use (here and in ``complete``): the OpenAI SDK is heavy and only this adapter needs it.
+                import openai
 
-        # No retries inside the client: the gateway falls back at once instead of keeping the operator waiting.
-        return openai.OpenAI(
-            base_url=self.base_url, api_key=self.api_key or "not-configured", timeout=self.timeout, max_retries=0
-        )
+                # No retries inside the client: the gateway falls back at once instead of keeping the operator
+                # waiting.
+                client = openai.OpenAI(
+                    base_url=self.base_url,
+                    api_key=self.api_key or "not-configured",
+                    timeout=self.timeout,
+                    max_retries=0,
+                )
+                _CLIENTS[key] = client
+        return client
 
     def complete(self, request: ModelRequest) -> ModelReply:
         import openai
@@ -231,10 +250,7 @@ class OpenAICompatibleAdapter:
             arguments["reasoning_effort"] = self.reasoning_effort
         try:
             client = self._client()
-            try:
-                text = self._streamed(client, arguments) if self.stream else self._whole(client, arguments)
-            finally:
-                client.close()
+            text = self._streamed(client, arguments) if self.stream else self._whole(client, arguments)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(details={"adapter": self.name}) from exc
         except openai.APIConnectionError as exc:

@@ -24,7 +24,12 @@ from tess_site.settings.env import env_int
 # Worker processes, each with its own threads and its own connection pool (TESS_DB_POOL_MAX per process).
 workers = env_int("TESS_WEB_WORKERS", 2, minimum=1, maximum=64)
 worker_class = "gthread"
-threads = env_int("TESS_WEB_THREADS", 8, minimum=1, maximum=256)
+# A turn holds its thread while it waits on the model (seconds), but no database connection: the threads must
+# outnumber the turns that may wait at once, or every other request queues behind them. A worker can be handed
+# all of them (workers take connections as they come, not in turn), so each worker has room for 32 waiting
+# turns and the usual 8-16 short requests; the pool (TESS_DB_POOL_MAX) still bounds the database's share.
+# bench/b_fleet_model.py measures it: with 8 threads, 32 turns on a 2 s model made /healthz wait seconds.
+threads = env_int("TESS_WEB_THREADS", 48, minimum=1, maximum=256)
 # A turn waits on the model (TESS_MODEL_TIMEOUT_SECONDS, at most 600); the worker must outlive it.
 timeout = env_int("TESS_WEB_TIMEOUT_SECONDS", 660, minimum=30, maximum=3600)
 graceful_timeout = 30

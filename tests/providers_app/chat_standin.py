@@ -17,6 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    # Many turns may ask at once (bench/b_fleet_model.py): socketserver's backlog of 5 would drop their
+    # connection attempts, and each retry would add a second or more to a turn.
+    request_queue_size = 128
+
+
 class ChatStandIn:
     def __init__(self, slow_seconds: float = 3.0) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -35,7 +41,7 @@ class ChatStandIn:
                 with suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                     standin.answer(self, body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 

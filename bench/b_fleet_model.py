@@ -1,0 +1,137 @@
+"""32 turns waiting on a 2-second model at once, and what the rest of the server does meanwhile.
+
+The production tier (``bench/topology.py``: gunicorn and daphne from their units, nginx in front) runs the
+``openai_compatible`` adapter against a local chat-completions stand-in over HTTP
+(``tests/providers_app/chat_standin.py``, its ``slow`` model: every answer takes
+``BENCH_MODEL_SECONDS`` (2) seconds). Four probe clients, each sending one request every 50 ms through nginx
+(two ``GET /healthz``, two ``GET /api/v1/sessions/`` of an operator with 4 sessions), run twice for
+``BENCH_MODEL_PROBE_SECONDS`` (10): idle, then while 32 clients keep a turn each in flight (closed loop: a new
+turn as soon as one answers). Meanwhile ``pg_stat_activity`` is sampled for this database.
+
+Targets: each probe's p95 during the turns at most 2x its idle p95 (a turn waiting on the model holds a
+gunicorn thread, so the threads must outnumber the waiting turns: ``TESS_WEB_THREADS``, see the README); and
+no more PostgreSQL connections than the pools may hold ((workers + daphne) x ``TESS_DB_POOL_MAX``), however
+many turns wait (a turn gives its connection back before it asks the model). ``BENCH_MODEL_WEB_THREADS``
+sets gunicorn's threads for this run instead of the unit's default, to see what too few do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+
+import httpx
+
+from bench.common import Row, percentile
+from bench.topology import BackendSampler, bench_operator, production_tier
+from tests.providers_app.chat_standin import ChatStandIn
+
+MODEL_SECONDS = float(os.environ.get("BENCH_MODEL_SECONDS", "2"))
+PROBE_SECONDS = float(os.environ.get("BENCH_MODEL_PROBE_SECONDS", "10"))
+WEB_THREADS = os.environ.get("BENCH_MODEL_WEB_THREADS", "")
+TURNS = 32
+PROBE_EVERY = 0.05
+PROBES = {"GET /healthz": "/healthz", "GET sessions list": "/api/v1/sessions/"}
+
+
+def _client(url: str, token: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120, trust_env=False)
+
+
+async def _probe(url: str, token: str, path: str, seconds: float, out: list[float], errors: list[str]) -> None:
+    async with _client(url, token) as client:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            response = await client.get(path)
+            elapsed = time.perf_counter() - started
+            if response.status_code != 200:
+                errors.append(f"{path}: {response.status_code} {response.text[:200]}")
+            out.append(elapsed * 1000)
+            await asyncio.sleep(max(0.0, PROBE_EVERY - elapsed))
+
+
+async def _probes(url: str, token: str, seconds: float, errors: list[str]) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {name: [] for name in PROBES}
+    await asyncio.gather(
+        *(_probe(url, token, path, seconds, found[name], errors) for name, path in PROBES.items() for _ in range(2))
+    )
+    return found
+
+
+async def _turns(
+    url: str, token: str, session_id: str, stop: asyncio.Event, out: list[float], errors: list[str]
+) -> None:
+    async with _client(url, token) as client:
+        while not stop.is_set():
+            started = time.perf_counter()
+            response = await client.post(
+                f"/api/v1/sessions/{session_id}/turns/",
+                json={"text": "what am I working on?"},
+                headers={"Idempotency-Key": uuid.uuid4().hex},
+            )
+            if response.status_code != 200:
+                errors.append(f"turn: {response.status_code} {response.text[:200]}")
+            out.append((time.perf_counter() - started) * 1000)
+
+
+Probed = dict[str, list[float]]
+
+
+async def _while_turns_wait(
+    url: str, token: str, sessions: list[str], seconds: float, errors: list[str]
+) -> tuple[Probed, list[float]]:
+    """Probe for ``seconds`` with TURNS turns in flight all along; the probes and every turn's time (ms)."""
+    stop, turns = asyncio.Event(), list[float]()
+    waiting = [
+        asyncio.create_task(_turns(url, token, sessions[i % len(sessions)], stop, turns, errors)) for i in range(TURNS)
+    ]
+    await asyncio.sleep(0.5)  # every turn sent and waiting on the model
+    busy = await _probes(url, token, seconds, errors)
+    stop.set()
+    await asyncio.gather(*waiting)
+    return busy, turns
+
+
+async def _measure(url: str, token: str, sessions: list[str]) -> tuple[Probed, Probed, list[float], list[str]]:
+    errors: list[str] = []
+    # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
+    await _while_turns_wait(url, token, sessions, 2.0, errors)
+    idle = await _probes(url, token, PROBE_SECONDS, errors)
+    busy, turns = await _while_turns_wait(url, token, sessions, PROBE_SECONDS, errors)
+    return idle, busy, turns, errors
+
+
+def run() -> list[Row]:
+    token, sessions = bench_operator("fleet-model", sessions=4)
+    standin = ChatStandIn(slow_seconds=MODEL_SECONDS).start()
+    model = {"TESS_MODEL_ADAPTER": "openai_compatible", "TESS_MODEL_BASE_URL": standin.base_url, "TESS_MODEL": "slow"}
+    threads = {"TESS_WEB_THREADS": WEB_THREADS} if WEB_THREADS else {}
+    try:
+        with production_tier("model", **model, **threads) as tier, BackendSampler() as sampler:
+            idle, busy, turns, errors = asyncio.run(_measure(tier.url, token, sessions))
+            capacity = tier.pool_capacity
+    finally:
+        standin.stop()
+    print(
+        f"\nfleet model: {TURNS} turns in flight on a {MODEL_SECONDS:.0f} s model ({len(turns)} answered, p50"
+        f" {percentile(turns, 0.5):.0f} ms); gunicorn threads {WEB_THREADS or 'as the unit sets them'};"
+        f" PostgreSQL backends at most {sampler.most} ({sampler.most_busy} busy at once) over {sampler.samples}"
+        f" samples, the pools hold at most {capacity}; errors {len(errors)}"
+    )
+    for error in errors[:5]:
+        print(f"  error: {error}")
+    rows = [
+        Row(f"fleet model: {name} p95, {TURNS} turns wait", f"{name} p95, idle",
+            percentile(idle[name], 0.95), percentile(busy[name], 0.95), unit="ms", at_most=2.0)
+        for name in PROBES
+    ]  # fmt: skip
+    rows.append(
+        Row(f"fleet model: DB backends, {TURNS} turns waiting", "what the pools hold", capacity, sampler.most,
+            unit="", at_most=1.0)
+    )  # fmt: skip
+    rows.append(Row("fleet model: errors", "requests made", sum(map(len, [*idle.values(), *busy.values(), turns])),
+                    len(errors), unit="", at_most=0.0))  # fmt: skip
+    return rows
