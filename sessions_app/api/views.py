@@ -15,6 +15,7 @@ from tess_site.accounts.api_base import ScopedAPIView
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
+from ..board import BoardFilters, sessions_filtered
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
@@ -28,6 +29,7 @@ from .serializers import (
     RollbackSerializer,
     RuntimeSessionSerializer,
     SessionCreateSerializer,
+    SessionListQuerySerializer,
     SessionMigrationSerializer,
     SessionSerializer,
     TerminateRequestSerializer,
@@ -41,9 +43,17 @@ class SessionListView(ScopedAPIView):
     idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
-    @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
+    @extend_schema(
+        parameters=[SessionListQuerySerializer],
+        responses=list_schema(SessionSerializer),
+        description="Your sessions and those granted to you, newest first (at most 200), optionally filtered. "
+        "A malformed filter (an unknown `agent_state`, a `provider` or `owner` that is no valid name, an empty "
+        "`q`) answers 400 `validation_error`.",
+    )
     def get(self, request: Request) -> Response:
-        sessions = selectors.sessions_listed(scope=self.scope)
+        query = SessionListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        sessions = sessions_filtered(selectors.sessions_listed(scope=self.scope), BoardFilters(**query.validated_data))
         return Response({"results": SessionSerializer(sessions[:LIST_LIMIT], many=True).data})
 
     @extend_schema(
