@@ -24,7 +24,7 @@ def _filters(request: HttpRequest) -> BoardFilters:
     return BoardFilters(
         agent_state=state if state in AGENT_STATES else "",
         provider=get.get("provider", "")[:64],
-        owner=get.get("owner", "")[:150],
+        owner=get.get("owned_by", "")[:150],
         q=get.get("q", "").strip()[:200],
         ended=get.get("ended") == "1",
     )

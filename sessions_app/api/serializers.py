@@ -94,8 +94,10 @@ class SessionListQuerySerializer(serializers.Serializer[Any]):
     provider = serializers.RegexField(
         r"^[A-Za-z0-9_.-]{1,64}$", required=False, help_text="only sessions on this provider instance"
     )
-    owner = serializers.RegexField(
-        r"^[\w.@+-]{1,150}$", required=False, help_text="only sessions owned by this username"
+    owned_by = serializers.RegexField(
+        r"^[\w.@+-]{1,150}$",
+        required=False,
+        help_text="only sessions owned by this username (not `owner`: identity fields are refused in requests)",
     )
     q = serializers.CharField(
         min_length=1, max_length=200, required=False, help_text="only sessions whose title contains this (any case)"

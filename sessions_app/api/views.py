@@ -47,13 +47,15 @@ class SessionListView(ScopedAPIView):
         parameters=[SessionListQuerySerializer],
         responses=list_schema(SessionSerializer),
         description="Your sessions and those granted to you, newest first (at most 200), optionally filtered. "
-        "A malformed filter (an unknown `agent_state`, a `provider` or `owner` that is no valid name, an empty "
-        "`q`) answers 400 `validation_error`.",
+        "A malformed filter (an unknown `agent_state`, a `provider` or `owned_by` that is no valid name, a `q` "
+        "over 200 characters) answers 400 `validation_error`.",
     )
     def get(self, request: Request) -> Response:
         query = SessionListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        sessions = sessions_filtered(selectors.sessions_listed(scope=self.scope), BoardFilters(**query.validated_data))
+        given = dict(query.validated_data)
+        given["owner"] = given.pop("owned_by", "")
+        sessions = sessions_filtered(selectors.sessions_listed(scope=self.scope), BoardFilters(**given))
         return Response({"results": SessionSerializer(sessions[:LIST_LIMIT], many=True).data})
 
     @extend_schema(

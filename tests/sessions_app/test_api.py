@@ -273,11 +273,11 @@ def test_the_list_filters_by_state_provider_owner_and_title(cast, api_as):
     assert titles("q=BUILD") == ["Build API", "shared build"]
     assert titles("agent_state=waiting_for_input") == ["Build API"]
     assert titles("provider=beta") == ["docs"]
-    assert titles("owner=teammate") == ["shared build"]
-    assert titles("owner=teammate&q=hidden") == []
+    assert titles("owned_by=teammate") == ["shared build"]
+    assert titles("owned_by=teammate&q=hidden") == []
 
 
-@pytest.mark.parametrize("query", ["agent_state=sleeping", "provider=a%20b", "owner=x%3By", "q="])
+@pytest.mark.parametrize("query", ["agent_state=sleeping", "provider=a%20b", "owned_by=x%3By", "q=" + "x" * 201])
 def test_a_malformed_list_filter_is_a_typed_400(cast, api_as, query):
     response = api_as(cast.owner).get(f"/api/v1/sessions/?{query}")
     assert response.status_code == 400
