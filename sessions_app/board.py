@@ -103,9 +103,18 @@ def board_owners(*, scope: Scope) -> list[str]:
     return sorted(names)
 
 
+def _counted(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def board_row(session: Session) -> dict[str, Any]:
     """A row as the page renders it and the board socket sends it (times in ISO 8601)."""
     since = session.agent_state_since
+    pending = [
+        (getattr(session, "pending_cards", 0), "card"),
+        (getattr(session, "pending_approvals", 0), "approval"),
+        (getattr(session, "pending_handoffs", 0), "hand-off"),
+    ]
     return {
         "id": str(session.pk),
         "title": session.title or session.runtime_id,
@@ -118,4 +127,5 @@ def board_row(session: Session) -> dict[str, Any]:
         "pending_cards": getattr(session, "pending_cards", 0),
         "pending_approvals": getattr(session, "pending_approvals", 0),
         "pending_handoffs": getattr(session, "pending_handoffs", 0),
+        "pending": " · ".join(_counted(n, word) for n, word in pending if n),  # "" when nothing waits
     }

@@ -157,6 +157,7 @@ class BoardConsumer(ScopedJsonConsumer):
     group = ""
 
     async def on_connect(self) -> None:
+        events.remember_serving_loop()
         self.group = events.board_group(self.tess_scope.tenant.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_event("hello", {})

@@ -55,10 +55,6 @@ preventDefault), otherwise the drawer's own session picker is set and the drawer
     return node;
   }
 
-  function plural(n, word) {
-    return n + " " + word + (n === 1 ? "" : "s");
-  }
-
   function fill(tr, row) {
     tr.className = "tess-board-row";
     tr.dataset.id = row.id;
@@ -89,11 +85,7 @@ preventDefault), otherwise the drawer's own session picker is set and the drawer
     time.setAttribute("datetime", row.last_activity);
     activity.append(time);
     const pending = cell("td", "Waiting", "tess-board-pending");
-    pending.textContent = [
-      plural(row.pending_cards, "card"),
-      plural(row.pending_approvals, "approval"),
-      plural(row.pending_handoffs, "hand-off"),
-    ].join(" · ");
+    pending.textContent = row.pending || "—";
     tr.replaceChildren(title, agent, provider, owner, activity, pending);
     tr.classList.remove("tess-board-changed");
     void tr.offsetWidth; // restart the highlight
