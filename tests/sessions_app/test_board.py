@@ -134,7 +134,7 @@ def test_a_page_costs_the_same_queries_at_10_and_at_1000_sessions(cast: Cast) ->
     assert small <= 2  # the count and the rows (with owners and the three counts)
 
 
-def test_the_page_shows_the_board_and_the_socket_url(cast: Cast, browser_as: Any, django_assert_max_num_queries: Any) -> None:
+def test_the_page_shows_the_board_and_the_socket_url(cast: Cast, browser_as: Any) -> None:
     SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="mine", agent_state="waiting_for_input")
     SessionFactory.create(owner=cast.teammate, tenant=cast.acme, title="theirs")
     client = browser_as(cast.owner)
