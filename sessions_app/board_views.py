@@ -40,8 +40,8 @@ def board(request: HttpRequest) -> HttpResponse:
         correlation_id=getattr(request, "correlation_id", None) or get_correlation_id(),
     )
     if scope is None:
-        context = {**admin.site.each_context(request), "title": "Fleet board"}
-        return render(request, "memory/not_member.html", context, status=403)
+        refused = {**admin.site.each_context(request), "title": "Fleet board"}
+        return render(request, "memory/not_member.html", refused, status=403)
     filters = _filters(request)
     try:
         number = max(1, int(request.GET.get("page", "1")))

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
-from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
@@ -51,7 +51,7 @@ class SessionListView(ScopedAPIView):
         "over 200 characters) answers 400 `validation_error`.",
     )
     def get(self, request: Request) -> Response:
-        query = SessionListQuerySerializer(data=request.query_params)
+        query = SessionListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
         given = dict(query.validated_data)
         given["owner"] = given.pop("owned_by", "")

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from approvals_app.models import Card
 from providers_app.registry import get_provider, reset_instances
+from providers_app.tmux import TmuxProvider
 from sessions_app import services
 from sessions_app.models import Session
 from tests.browser.conftest import ARTIFACTS, log_in, provider_config
@@ -33,7 +34,9 @@ def _asking_agent(cast: Cast, demo_tmux: Any, settings: Any, workdir: Path) -> S
     script = workdir / "agent.sh"
     script.write_text(ASKING)
     scope = scope_of(cast.owner, cast.acme)
-    runtime = get_provider("demo").start_command(scope, title="asking", argv=["bash", str(script), str(workdir)])
+    provider = get_provider("demo")
+    assert isinstance(provider, TmuxProvider)
+    runtime = provider.start_command(scope, title="asking", argv=["bash", str(script), str(workdir)])
     return services.session_bind_started(scope=scope, owner=cast.owner, runtime=runtime, title="Refactor billing")
 
 
@@ -44,7 +47,7 @@ def _row(page: Any, session: Session) -> Any:
 def test_the_board_lists_states_and_follows_an_agent_that_starts_waiting(
     cast: Cast, demo_tmux: Any, settings: Any, open_browser: Any, tmp_path: Path
 ) -> None:
-    workdir = Path(shutil.os.path.realpath(tmp_path))
+    workdir = tmp_path.resolve()
     agent = _asking_agent(cast, demo_tmux, settings, workdir)
     docs = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="Nightly docs", agent_state="idle")
     Card.objects.create(tenant=cast.acme, owner=cast.owner, kind="memory", session_id=str(docs.pk), correlation_id="c")
