@@ -94,11 +94,14 @@ def test_the_board_lists_states_and_follows_an_agent_that_starts_waiting(
     for width, height in ((1280, 800), (390, 844)):
         for scheme in ("light", "dark"):
             shot = open_browser(width=width, height=height, color_scheme=scheme)
-            log_in(shot, cast.owner, "/board/")
+            log_in(shot, cast.owner)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            expect(shot.locator("#tess-index-links")).to_contain_text("Fleet board")
+            shot.screenshot(path=str(ARTIFACTS / f"admin-index-{width}-{scheme}.png"))
+            shot.locator("#tess-index-links").get_by_role("link", name="Fleet board").click()
             expect(shot.locator("#tess-board-live")).to_have_text("Live")
             expect(_row(shot, agent).locator(".tess-state")).to_have_text("waiting")
             expect(shot.locator("#tess-inbox-count")).to_have_text("2")
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
             path = ARTIFACTS / f"board-{width}-{scheme}.png"
             shot.screenshot(path=str(path), full_page=width < 1000)
             if (width, scheme) == (1280, "light"):
