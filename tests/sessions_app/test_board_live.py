@@ -128,3 +128,28 @@ def test_a_waiting_agent_enters_and_leaves_its_owners_inbox_and_board_and_nobody
 def test_the_board_socket_refuses_an_anonymous_caller(server: str) -> None:
     with pytest.raises(Exception):  # noqa: B017 (the handshake is refused: websockets raises InvalidStatus)
         connect(f"ws://{server}/ws/board/", open_timeout=10, proxy=None)
+
+
+def test_a_deactivated_viewer_gets_no_more_rows_and_the_socket_closes(
+    server: str, cast: Cast, token_for: Callable[..., str]
+) -> None:
+    from django.db import transaction
+
+    from sessions_app import events
+    from tess_site.consumers import CLOSE_CREDENTIAL_ENDED
+    from tests.factories import SessionFactory
+
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="watched")
+    ws = _open(server, "/ws/board/", token_for(cast.owner))
+    with transaction.atomic():
+        events.board_changed_on_commit(tenant_id=cast.acme.pk, session_id=session.pk)
+    assert _next(ws, lambda f: f["kind"] == "row")["body"]["title"] == "watched"
+
+    type(cast.owner).objects.filter(pk=cast.owner.pk).update(is_active=False)
+    with transaction.atomic():
+        events.board_changed_on_commit(tenant_id=cast.acme.pk, session_id=session.pk)
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            frame = json.loads(ws.recv(timeout=20))
+            assert frame["kind"] != "row", "a row reached a deactivated user"
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == CLOSE_CREDENTIAL_ENDED
