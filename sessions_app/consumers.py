@@ -23,7 +23,7 @@ from tess_site.consumers import CLOSE_CREDENTIAL_ENDED, ScopedJsonConsumer
 from tess_site.metrics import observe_stream_lag
 from tess_site.scope import Scope
 
-from . import events, selectors, tail
+from . import board, events, selectors, tail
 from .stream import frame
 
 CLOSE_BAD_REQUEST = 4400
@@ -144,3 +144,41 @@ def _cursor(query_string: bytes) -> int | None:
     except ValueError:
         return None
     return cursor if cursor >= 0 else None
+
+
+class BoardConsumer(ScopedJsonConsumer):
+    """``/ws/board/``: a ``row`` frame whenever a session the viewer may see changes state (or starts or ends).
+
+    A change message carries only the session's id; the row is read through the viewer's own rule
+    (``board.board_row_of``), after the credential is re-checked, so a session the viewer may not see never
+    reaches this socket, and a logged-out browser gets nothing more.
+    """
+
+    group = ""
+
+    async def on_connect(self) -> None:
+        events.remember_serving_loop()
+        self.group = events.board_group(self.tess_scope.tenant.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_event("hello", {})
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The board socket is one-way; the page filters and pages over HTTP."""
+
+    async def board_changed(self, message: dict[str, Any]) -> None:
+        if not await self.recheck():
+            return
+        row = await database_sync_to_async(self._row, thread_sensitive=False)(str(message.get("session_id", "")))
+        if row is not None:
+            await self.send_event("row", row)
+
+    def _row(self, session_id: str) -> dict[str, Any] | None:
+        try:
+            pk = uuid.UUID(session_id)
+        except ValueError:
+            return None
+        return board.board_row_of(scope=self.tess_scope, session_id=pk)

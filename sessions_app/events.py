@@ -93,3 +93,18 @@ def recheck_session_on_commit(session_id: uuid.UUID | str) -> None:
     """After commit, make every stream consumer of the session re-check its viewer's access now."""
     group = session_group(session_id)
     transaction.on_commit(lambda: _send(group, {"type": RECHECK}))
+
+
+BOARD_CHANGED = "board.changed"
+
+
+def board_group(tenant_id: int) -> str:
+    """The fleet board sockets of one tenant; each reads the changed row through its own viewer's rule."""
+    return f"board.{int(tenant_id)}"
+
+
+def board_changed_on_commit(*, tenant_id: int, session_id: uuid.UUID | str) -> None:
+    """After commit, tell the tenant's board sockets that a session's row changed (only its id travels)."""
+    group = board_group(tenant_id)
+    message = {"type": BOARD_CHANGED, "session_id": str(session_id)}
+    transaction.on_commit(lambda: _send(group, message))

@@ -1,5 +1,8 @@
 from django.urls import path
 
-from .consumers import SessionStreamConsumer
+from .consumers import BoardConsumer, SessionStreamConsumer
 
-websocket_urlpatterns = [path("ws/sessions/<str:session_id>/stream/", SessionStreamConsumer.as_asgi())]
+websocket_urlpatterns = [
+    path("ws/sessions/<str:session_id>/stream/", SessionStreamConsumer.as_asgi()),
+    path("ws/board/", BoardConsumer.as_asgi()),
+]

@@ -39,6 +39,7 @@ from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, reque
 from tess_site.scope import Channel, Role, Scope
 
 from . import agent_state, events, selectors, stream
+from .inbox_source import announce_waiting
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit, checkpoint_body, checkpoint_capture_text, ended_text
 from .models import (
@@ -99,6 +100,7 @@ def _bind(
                 outcome="ok",
                 metadata={"instance": runtime.ref.instance, "owner_id": owner.pk},
             )
+            events.board_changed_on_commit(tenant_id=session.tenant_id, session_id=session.pk)
             if finish is not None:
                 finish(session)
     except IntegrityError as exc:
@@ -429,7 +431,20 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
         events_append(session_id=session.pk, items=items)
         if page.next_cursor != session.cursor or len(fields) > 1:
             Session.objects.filter(pk=session.pk).update(**fields)
+        if "agent_state" in fields:
+            _announce_agent_state(session, fields["agent_state"], fields.get("agent_state_since"))
     return len(items)
+
+
+def _announce_agent_state(session: Session, new_state: str, since: datetime | None) -> None:
+    """After commit: the owner's inbox gains or loses the session when it starts or stops waiting for input,
+    and the tenant's board sockets re-read its row. Called in the transaction that wrote the change."""
+    was_waiting = session.agent_state == AgentState.WAITING_FOR_INPUT
+    waiting = new_state == AgentState.WAITING_FOR_INPUT
+    if waiting != was_waiting:
+        session.agent_state, session.agent_state_since = new_state, since
+        announce_waiting(session, waiting=waiting)
+    events.board_changed_on_commit(tenant_id=session.tenant_id, session_id=session.pk)
 
 
 def _agent_state_change(
@@ -479,6 +494,8 @@ def session_mark_exited(*, session_id: uuid.UUID) -> bool:
             )
             session = Session.objects.get(pk=session_id)
             capture_on_commit(session_id=session_id, source="session.ended", text=ended_text(session, "exited"))
+            announce_waiting(session, waiting=False)
+            events.board_changed_on_commit(tenant_id=session.tenant_id, session_id=session_id)
     return bool(changed)
 
 

@@ -21,7 +21,8 @@ from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, InvalidInput, NotFound
 from tess_site.scope import Scope
 
-from . import stream
+from . import events, stream
+from .inbox_source import announce_waiting
 from .journal import event_append
 from .lifecycle import capture_for_user_on_commit, capture_on_commit, ended_text
 from .models import AgentState, Session, SessionStatus
@@ -163,6 +164,9 @@ def execute_terminate(scope: Scope, approval: Approval) -> dict[str, Any]:
         body=stream.status_body(status="terminated", agent_state=AgentState.ENDED, since=now),
     )
     capture_on_commit(session_id=session.pk, source="session.ended", text=ended_text(session, "terminated"))
+    if session.agent_state == AgentState.WAITING_FOR_INPUT:
+        announce_waiting(session, waiting=False)
+    events.board_changed_on_commit(tenant_id=session.tenant_id, session_id=session.pk)
     record_audit(
         scope,
         action=ACTION,

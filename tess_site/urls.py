@@ -36,6 +36,7 @@ urlpatterns = [
     path("memory/", include("memory_app.urls")),
     path("approvals/", include("approvals_app.urls")),
     path("inbox/", include("approvals_app.inbox_urls")),
+    path("board/", include("sessions_app.board_urls")),
     path("", include("sessions_app.discord.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from providers_app.contract import RuntimeNode
 
-from ..models import AttachMode, RuntimeAttachment, Session, SessionEvent, SessionMigration
+from ..models import AgentState, AttachMode, RuntimeAttachment, Session, SessionEvent, SessionMigration
 
 
 class SessionSerializer(serializers.ModelSerializer[Session]):
@@ -83,6 +83,25 @@ class EventSerializer(serializers.ModelSerializer[SessionEvent]):
         model = SessionEvent
         fields = ["seq", "kind", "ts", "body"]
         read_only_fields = fields
+
+
+class SessionListQuerySerializer(serializers.Serializer[Any]):
+    """The list's filters; each is optional and they combine (AND)."""
+
+    agent_state = serializers.ChoiceField(
+        choices=AgentState.choices, required=False, help_text="only sessions whose agent is in this state"
+    )
+    provider = serializers.RegexField(
+        r"^[A-Za-z0-9_.-]{1,64}$", required=False, help_text="only sessions on this provider instance"
+    )
+    owned_by = serializers.RegexField(
+        r"^[\w.@+-]{1,150}$",
+        required=False,
+        help_text="only sessions owned by this username (not `owner`: identity fields are refused in requests)",
+    )
+    q = serializers.CharField(
+        min_length=1, max_length=200, required=False, help_text="only sessions whose title contains this (any case)"
+    )
 
 
 class EventsQuerySerializer(serializers.Serializer[Any]):

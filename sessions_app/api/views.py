@@ -11,10 +11,11 @@ from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
 from providers_app.registry import get_provider
-from tess_site.accounts.api_base import ScopedAPIView
+from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
+from ..board import BoardFilters, sessions_filtered
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
@@ -28,6 +29,7 @@ from .serializers import (
     RollbackSerializer,
     RuntimeSessionSerializer,
     SessionCreateSerializer,
+    SessionListQuerySerializer,
     SessionMigrationSerializer,
     SessionSerializer,
     TerminateRequestSerializer,
@@ -41,9 +43,19 @@ class SessionListView(ScopedAPIView):
     idempotency: KeyHold
     error_statuses = {"post": PROVIDER_ERRORS}
 
-    @extend_schema(responses=list_schema(SessionSerializer), description="Your sessions and those granted to you.")
+    @extend_schema(
+        parameters=[SessionListQuerySerializer],
+        responses=list_schema(SessionSerializer),
+        description="Your sessions and those granted to you, newest first (at most 200), optionally filtered. "
+        "A malformed filter (an unknown `agent_state`, a `provider` or `owned_by` that is no valid name, a `q` "
+        "over 200 characters) answers 400 `validation_error`.",
+    )
     def get(self, request: Request) -> Response:
-        sessions = selectors.sessions_listed(scope=self.scope)
+        query = SessionListQuerySerializer(data=query_filters(request))
+        query.is_valid(raise_exception=True)
+        given = dict(query.validated_data)
+        given["owner"] = given.pop("owned_by", "")
+        sessions = sessions_filtered(selectors.sessions_listed(scope=self.scope), BoardFilters(**given))
         return Response({"results": SessionSerializer(sessions[:LIST_LIMIT], many=True).data})
 
     @extend_schema(

@@ -109,6 +109,10 @@ def test_the_filters_with_a_min_length_are_the_list_filters():
         ("/api/v1/coding-memory/", "workspace"),
         ("/api/v1/handoffs/", "session_id"),
         ("/api/v1/handoffs/", "status"),
+        ("/api/v1/sessions/", "agent_state"),
+        ("/api/v1/sessions/", "owned_by"),
+        ("/api/v1/sessions/", "provider"),
+        ("/api/v1/sessions/", "q"),
     ]
 
 

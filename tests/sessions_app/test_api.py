@@ -251,3 +251,34 @@ def test_attaching_interactive_after_read_only_replaces_the_attachment(cast, api
     post(client, url(session, "attach/"), {"mode": "interactive"})
     live = RuntimeAttachment.objects.filter(session=session, detached_at=None)
     assert [a.mode for a in live] == [AttachMode.INTERACTIVE]
+
+
+def test_the_list_filters_by_state_provider_owner_and_title(cast, api_as):
+    from guardian.shortcuts import assign_perm
+
+    from tests.factories import SessionFactory
+
+    SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="Build API", agent_state="waiting_for_input")
+    SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="docs", provider_instance="beta")
+    shared = SessionFactory.create(owner=cast.teammate, tenant=cast.acme, title="shared build")
+    assign_perm("view_session", cast.owner, shared)
+    SessionFactory.create(owner=cast.teammate, tenant=cast.acme, title="hidden build")
+    client = api_as(cast.owner)
+
+    def titles(query: str) -> list[str]:
+        response = client.get(f"/api/v1/sessions/?{query}")
+        assert response.status_code == 200, response.content
+        return sorted(row["title"] for row in response.json()["results"])
+
+    assert titles("q=BUILD") == ["Build API", "shared build"]
+    assert titles("agent_state=waiting_for_input") == ["Build API"]
+    assert titles("provider=beta") == ["docs"]
+    assert titles("owned_by=teammate") == ["shared build"]
+    assert titles("owned_by=teammate&q=hidden") == []
+
+
+@pytest.mark.parametrize("query", ["agent_state=sleeping", "provider=a%20b", "owned_by=x%3By", "q=" + "x" * 201])
+def test_a_malformed_list_filter_is_a_typed_400(cast, api_as, query):
+    response = api_as(cast.owner).get(f"/api/v1/sessions/?{query}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "validation_error"
