@@ -92,6 +92,7 @@ class TurnResult:
     reply: str = ""
     memory_scope: str = "session"
     recalled_count: int = 0
+    recalled_ids: list[str] = field(default_factory=list)
     grounded: bool = False
     adapter: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
@@ -264,7 +265,12 @@ def _turn_out(result: TurnResult) -> list[tuple[stream.EventKind, Any]]:
     ]
     # turn.out's recalled_count is what grounded this reply ("Recalled: N operator notes" under it).
     grounded_count = result.recalled_count if result.grounded else 0
-    body = stream.turn_out_body(turn_id=result.turn_id, text=result.reply, recalled_count=grounded_count)
+    body = stream.turn_out_body(
+        turn_id=result.turn_id,
+        text=result.reply,
+        recalled_count=grounded_count,
+        recalled=result.recalled_ids if result.grounded else [],
+    )
     items.append((stream.EventKind.TURN_OUT, body))
     return items
 
@@ -360,6 +366,7 @@ def _recall(scope: Scope, result: TurnResult) -> Recall:
         return Recall(block="", recalled_count=0, memory_scope="profile")
     result.memory_scope = recall.memory_scope
     result.recalled_count = recall.recalled_count
+    result.recalled_ids = list(recall.memory_ids)
     return recall
 
 

@@ -69,7 +69,7 @@ def test_a_conversation_turn_is_answered_and_both_events_reach_the_stream(cast, 
     assert [e["kind"] for e in body["events"]] == ["turn.in", "turn.out"]
     turn_in, turn_out = body["events"]
     assert turn_in["body"] == {"turn_id": body["turn_id"], "channel": "cli", "text": "hello Tess"}
-    assert turn_out["body"] == {"turn_id": body["turn_id"], "text": body["reply"], "recalled_count": 0}
+    assert turn_out["body"] == {"turn_id": body["turn_id"], "text": body["reply"], "recalled_count": 0, "recalled": []}
     stream = api_as(cast.owner).get(f"/api/v1/sessions/{session.pk}/events/").json()["events"]
     assert [e["kind"] for e in stream] == ["turn.in", "turn.out"]
 
