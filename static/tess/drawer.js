@@ -117,14 +117,27 @@ Hooks other scripts may use (window.Tess):
     return button;
   }
 
-  /* Plain text with every UUID shortened and every ISO timestamp in local time. */
+  /* "16:45 UTC" as the server writes a time within the day: the nearest such moment, in local time. */
+  function utcClock(hours, minutes) {
+    const now = new Date();
+    const at = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate(), hours, minutes));
+    const halfDay = 12 * 3600 * 1000;
+    if (at - now > halfDay) at.setUTCDate(at.getUTCDate() - 1);
+    else if (now - at > halfDay) at.setUTCDate(at.getUTCDate() + 1);
+    return at.toISOString();
+  }
+
+  /* Plain text with every UUID shortened and every timestamp in local time. */
   function richText(text) {
+    text = String(text);
     const nodes = [];
-    const pattern = new RegExp(UUID.source + "|" + ISO.source, "gi");
+    const pattern = new RegExp(UUID.source + "|" + ISO.source + "|\\b([01]\\d|2[0-3]):([0-5]\\d) UTC\\b", "gi");
     let last = 0;
-    for (const match of String(text).matchAll(pattern)) {
+    for (const match of text.matchAll(pattern)) {
       if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
-      nodes.push(match[0].includes("T") && /^\d{4}-/.test(match[0]) ? timeNode(match[0]) : shortId(match[0]));
+      if (match[1] !== undefined) nodes.push(timeNode(utcClock(Number(match[1]), Number(match[2]))));
+      else if (/^\d{4}-\d{2}-\d{2}T/.test(match[0])) nodes.push(timeNode(match[0]));
+      else nodes.push(shortId(match[0]));
       last = match.index + match[0].length;
     }
     if (last < text.length) nodes.push(document.createTextNode(text.slice(last)));
