@@ -722,9 +722,12 @@ Hooks other scripts may use (window.Tess):
     if (!card.querySelector(".tess-card-title").textContent) card.querySelector(".tess-card-title").textContent = "Approval";
     if (isStale(card, status)) return;
     card.dataset.status = status;
+    // Not every message carries the deadline (/ws/me/ sends ids and statuses): keep the one read before.
+    if (approval.expires_at) card.dataset.expires = approval.expires_at;
+    const expires = card.dataset.expires;
     const line = card.querySelector(".tess-card-status");
-    line.replaceChildren(approvalStatusWords(approval, status));
-    if (status === "pending" && approval.expires_at) line.append(timeNode(approval.expires_at), ".");
+    line.replaceChildren(approvalStatusWords({ ...approval, expires_at: expires }, status));
+    if (status === "pending" && expires) line.append(timeNode(expires), ".");
     settleCard(card);
   }
 

@@ -49,6 +49,7 @@ Nothing is remembered or forgotten without a confirmed card; every outcome shown
       card.dataset.status = result.card.status;
       status.textContent = outcomeText(result);
       window.Tess.settleCard(card);
+      $("tess-card-history").open = true; // the card just decided stays in sight, with its outcome
       if (details.open) loadDisclosure();
     } catch (error) {
       if (error.status === 409) {
