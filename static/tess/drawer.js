@@ -219,6 +219,12 @@ Hooks other scripts may use (window.Tess):
     toggle.setAttribute("aria-expanded", String(open));
     document.body.classList.toggle("tess-open", open);
     localStorage.setItem(OPEN_KEY, open ? "1" : "0");
+    if (open) {
+      // Filled while hidden, the panels could not scroll: opening shows the latest lines.
+      conversation.scrollTop = conversation.scrollHeight;
+      output.scrollTop = output.scrollHeight;
+      newOutput.hidden = true;
+    }
     if (!focus) return;
     if (open) (input.disabled ? picker : input).focus();
     else toggle.focus();
