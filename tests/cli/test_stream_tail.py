@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(tra
 
 
 def end(session, status: str = "terminated") -> None:
-    services.event_append(session_id=session.pk, kind=EventKind.STATUS, body=status_body(status=status, agent_state="ended", since=None))
+    services.event_append(
+        session_id=session.pk, kind=EventKind.STATUS, body=status_body(status=status, agent_state="ended", since=None)
+    )
 
 
 def test_it_opens_at_the_tail_then_follows_live_and_exits_when_the_session_ends(cast, tess):
