@@ -38,9 +38,13 @@ def approvals_restrict(scope: Scope, action: ApprovalAction = "view") -> QuerySe
     )
 
 
-def approvals_visible(*, scope: Scope) -> QuerySet[Approval]:
-    """The approvals the actor may view, with requester and decider, newest first."""
-    return approvals_restrict(scope, "view").select_related("requester", "decided_by").order_by("-created_at", "-pk")
+def approvals_visible(*, scope: Scope, session_id: Any = None) -> QuerySet[Approval]:
+    """The approvals the actor may view, with requester and decider, newest first (``session_id``: about that
+    session only)."""
+    approvals = approvals_restrict(scope, "view").select_related("requester", "decided_by")
+    if session_id is not None:
+        approvals = approvals.filter(session_id=str(session_id))
+    return approvals.order_by("-created_at", "-pk")
 
 
 def approvals_in_tenants(*, tenant_ids: frozenset[int] | None) -> QuerySet[Approval]:

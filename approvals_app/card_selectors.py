@@ -28,9 +28,13 @@ def cards_restrict(scope: Scope, action: CardAction = "view") -> QuerySet[Card]:
     return Card.objects.filter(tenant=scope.tenant, owner=scope.actor)
 
 
-def cards_visible(*, scope: Scope, status: str | None = None, kind: str | None = None) -> QuerySet[Card]:
+def cards_visible(
+    *, scope: Scope, status: str | None = None, kind: str | None = None, session_id: Any = None
+) -> QuerySet[Card]:
     """The scope actor's cards, newest first; nobody else's, whatever their role."""
     cards = cards_restrict(scope, "view")
+    if session_id is not None:
+        cards = cards.filter(session_id=str(session_id))
     if status is not None:
         cards = cards.filter(status=status)
     if kind is not None:

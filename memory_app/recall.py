@@ -48,6 +48,8 @@ class Recall:
     block: str
     recalled_count: int
     memory_scope: MemoryScope
+    # The memory ids of the notes rendered: the drawer shows their owner which notes grounded a reply.
+    memory_ids: tuple[str, ...] = ()
 
 
 def _line(row: RecallRow) -> str:
@@ -157,4 +159,9 @@ def recall_for_prompt(scope: Scope) -> Recall:
     block, used = render(chosen)
     if used:
         _mark_used(used, now)
-    return Recall(block=block, recalled_count=len(used), memory_scope="profile")
+    return Recall(
+        block=block,
+        recalled_count=len(used),
+        memory_scope="profile",
+        memory_ids=tuple(str(row.memory_id) for row in used),
+    )

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from approvals_app.card_selectors import cards_visible
 from approvals_app.cards import card_propose, cards_scrub_pending
 from approvals_app.models import Card
 from tess_site.accounts.models import Tenant
@@ -53,7 +54,15 @@ from .recall import Recall, recall_for_prompt
 from .selectors import current_rows, history_rows
 from .switch import memory_scope_for, memory_served
 
-__all__ = ["Recall", "memory_apply", "memory_forget", "memory_propose", "memory_scope_for", "recall_for_prompt"]
+__all__ = [
+    "Recall",
+    "memory_apply",
+    "memory_forget",
+    "memory_propose",
+    "memory_propose_once",
+    "memory_scope_for",
+    "recall_for_prompt",
+]
 
 CARD_KIND = "memory"
 OPS = ("remember", "correct", "reauthorize", "forget", "forget_all")
@@ -137,6 +146,28 @@ def memory_propose(scope: Scope, *, data: dict[str, Any]) -> Card:
     payload = _shape(scope, data)
     payload["source"] = f"session:{scope.session}" if scope.session else f"channel:{scope.channel.value}"
     return card_propose(scope=scope, kind=CARD_KIND, payload=payload)
+
+
+PROPOSAL_KEYS = ("op", "category", "slot", "value", "ref")
+
+
+@loud
+def memory_propose_once(scope: Scope, *, data: dict[str, Any]) -> tuple[Card, bool]:
+    """Like ``memory_propose``, but the same proposal said again while its card still waits returns that card
+    (``True``: reused) instead of parking a second one the operator would have to decide twice."""
+    _require_served(scope)
+    payload = _shape(scope, dict(data))
+    wanted = {key: payload.get(key) for key in PROPOSAL_KEYS}
+    with transaction.atomic():
+        # The category's writer lock: two identical sends racing must not both park a card.
+        if scope.actor is not None and payload.get("category"):
+            lock_categories(
+                tenant_id=scope.tenant.pk, operator_id=scope.actor.pk, categories=[Category(payload["category"])]
+            )
+        for card in cards_visible(scope=scope, status=Card.Status.PENDING, kind=CARD_KIND):
+            if {key: card.payload.get(key) for key in PROPOSAL_KEYS} == wanted:
+                return card, True
+        return memory_propose(scope, data=data), False
 
 
 def _audit(

@@ -133,7 +133,7 @@ def _session_line(live: dict[str, Any]) -> str:
         return ""
     return (
         f"Session “{session.get('title', '')}” on {session.get('provider_instance', '?')} is "
-        f"{session.get('status', 'unknown')} (stream at event {session.get('last_seq', 0)})."
+        f"{session.get('status', 'unknown')}."
     )
 
 

@@ -46,7 +46,7 @@ from approvals_app.handoffs import handoff_create, result_text
 from approvals_app.models import Handoff
 from memory_app.errors import MemoryUnavailable
 from memory_app.plugin.registry import operator_memory_plugin
-from memory_app.services import Recall, memory_propose, memory_scope_for, recall_for_prompt
+from memory_app.services import Recall, memory_propose_once, memory_scope_for, recall_for_prompt
 from providers_app.contract import ProviderError
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
@@ -92,6 +92,7 @@ class TurnResult:
     reply: str = ""
     memory_scope: str = "session"
     recalled_count: int = 0
+    recalled_ids: list[str] = field(default_factory=list)
     grounded: bool = False
     adapter: str = ""
     cards: list[dict[str, Any]] = field(default_factory=list)
@@ -264,7 +265,12 @@ def _turn_out(result: TurnResult) -> list[tuple[stream.EventKind, Any]]:
     ]
     # turn.out's recalled_count is what grounded this reply ("Recalled: N operator notes" under it).
     grounded_count = result.recalled_count if result.grounded else 0
-    body = stream.turn_out_body(turn_id=result.turn_id, text=result.reply, recalled_count=grounded_count)
+    body = stream.turn_out_body(
+        turn_id=result.turn_id,
+        text=result.reply,
+        recalled_count=grounded_count,
+        recalled=result.recalled_ids if result.grounded else [],
+    )
     items.append((stream.EventKind.TURN_OUT, body))
     return items
 
@@ -360,6 +366,7 @@ def _recall(scope: Scope, result: TurnResult) -> Recall:
         return Recall(block="", recalled_count=0, memory_scope="profile")
     result.memory_scope = recall.memory_scope
     result.recalled_count = recall.recalled_count
+    result.recalled_ids = list(recall.memory_ids)
     return recall
 
 
@@ -433,7 +440,7 @@ def _act(scope: Scope, session: Session, intent: Intent, text: str, result: Turn
 
 def _memory_card(scope: Scope, session: Session, intent: Intent, result: TurnResult) -> None:
     # seed 002: only text the operator typed becomes a value, and only through a card they confirm.
-    card = memory_propose(scope, data=intent.memory)
+    card, reused = memory_propose_once(scope, data=intent.memory)
     payload = card.payload
     result.cards.append(
         {
@@ -445,15 +452,17 @@ def _memory_card(scope: Scope, session: Session, intent: Intent, result: TurnRes
             "slot": payload.get("slot"),
         }
     )
+    verb = {"forget_all": "forget all your notes", "forget": "forget that note", "correct": "correct that note"}
+    what = verb.get(str(payload.get("op")), "remember that")
+    if reused:
+        result.reply = f"A card to {what} is already waiting for you: confirm or dismiss it under Cards."
+        return
     event_append(
         session_id=session.pk,
         kind=stream.EventKind.CARD,
         body=stream.card_body(id=str(card.id), kind=card.kind, status=card.status),
     )
-    verb = {"forget_all": "forget all your notes", "forget": "forget that note", "correct": "correct that note"}
-    result.reply = (
-        f"I parked a card to {verb.get(str(payload.get('op')), 'remember that')}. Nothing changes until you confirm it."
-    )
+    result.reply = f"I parked a card to {what}. Nothing changes until you confirm it."
 
 
 def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> None:

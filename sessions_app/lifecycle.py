@@ -88,7 +88,7 @@ def capture_for_user_on_commit(*, tenant_id: int, user_id: int, session_key: str
 
 
 def post_capture_event(scope: Scope, record: MemoryRecord) -> None:
-    """Capture observer: the stream shows that something was remembered (ids, never the text)."""
+    """Capture observer: the stream says in words that something was remembered (never the text, no ids)."""
     if not record.namespace.session:
         return
     try:
@@ -101,7 +101,8 @@ def post_capture_event(scope: Scope, record: MemoryRecord) -> None:
         session_id=session_id,
         kind=stream.EventKind.SYSTEM,
         body=stream.system_body(
-            text=f"Operational memory captured ({record.source}, record {record.id}).", code="memory.captured"
+            text="Tess noted what this session learned for its operational memory.",
+            code="memory.captured",
         ),
     )
 

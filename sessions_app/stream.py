@@ -46,6 +46,8 @@ class TurnOutBody(TypedDict):
     turn_id: str
     text: str
     recalled_count: int
+    # Memory ids only (never note text): the stream's other readers learn nothing they could open.
+    recalled: list[str]
 
 
 class CardBody(TypedDict):
@@ -89,8 +91,8 @@ def turn_in_body(*, turn_id: str, channel: str, text: str) -> TurnInBody:
     return {"turn_id": turn_id, "channel": channel, "text": text}
 
 
-def turn_out_body(*, turn_id: str, text: str, recalled_count: int) -> TurnOutBody:
-    return {"turn_id": turn_id, "text": text, "recalled_count": recalled_count}
+def turn_out_body(*, turn_id: str, text: str, recalled_count: int, recalled: list[str] | None = None) -> TurnOutBody:
+    return {"turn_id": turn_id, "text": text, "recalled_count": recalled_count, "recalled": list(recalled or [])}
 
 
 def card_body(*, id: str, kind: str, status: str, outcome: str = "") -> CardBody:
@@ -136,7 +138,8 @@ increasing; read `GET /api/v1/sessions/{id}/events/?cursor=N` or the websocket
 where in the runtime, e.g. a pane; cursors are opaque provider cursors) |
 | `message.in` | `{"inbox_id": int, "text": str, "channel": str}` raw input delivered to the runtime |
 | `turn.in` | `{"turn_id": str, "channel": str, "text": str}` an operator's turn |
-| `turn.out` | `{"turn_id": str, "text": str, "recalled_count": int}` Tess's reply |
+| `turn.out` | `{"turn_id": str, "text": str, "recalled_count": int, "recalled": [str]}` Tess's reply; \
+`recalled`: the memory ids of the notes that grounded it |
 | `card` | `{"id": str, "kind": str, "status": str, "outcome": str}` |
 | `approval` | `{"id": str, "status": "pending" \\| "approved" \\| "denied" \\| "executed" \\| "failed"}` |
 | `handoff` | `{"id": str, "status": str, "result": str}` |

@@ -50,3 +50,4 @@ class ApprovalSerializer(serializers.ModelSerializer[Approval]):
 
 class ApprovalListQuerySerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=[s.value for s in Approval.Status], required=False)
+    session_id = serializers.UUIDField(required=False, help_text="only the approvals about this session")

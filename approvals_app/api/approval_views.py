@@ -34,7 +34,7 @@ class ApprovalListView(ScopedAPIView):
     def get(self, request: Request) -> Response:
         query = ApprovalListQuerySerializer(data=query_filters(request))
         query.is_valid(raise_exception=True)
-        approvals = approvals_visible(scope=self.scope)
+        approvals = approvals_visible(scope=self.scope, session_id=query.validated_data.get("session_id"))
         wanted = query.validated_data.get("status")
         now = timezone.now()
         if wanted == Approval.Status.PENDING:

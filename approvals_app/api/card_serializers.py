@@ -23,6 +23,7 @@ class CardSerializer(serializers.ModelSerializer):
 class CardListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Card.Status.choices, required=False)
     kind = serializers.CharField(max_length=32, required=False)
+    session_id = serializers.UUIDField(required=False, help_text="only the cards parked in this session")
 
 
 class CardDecisionSerializer(serializers.Serializer):

@@ -1,14 +1,34 @@
 /* The Tess drawer on every admin page: sessions, the conversation, the live output, cards.
 
-The session stream is the truth: every event has a per-session seq; the drawer renders each seq once,
-whether it came in a turn's response or over the websocket, and reconnects with ?cursor=<last seq>. */
+The server is the truth. On load and on every session switch the drawer reads the selected session, its
+cards, approvals and hand-offs from the REST API and the last screenful of its stream (?tail=); the websocket
+then resumes from that tail's seq, and live events apply on top by id, never moving an item back (a reload or
+a late message cannot resurrect a decided card). "Load earlier" pages back with ?before=.
+
+Hooks other scripts may use (window.Tess):
+  Tess.openSession(id)    open the drawer on that session (the fleet board's "open in the drawer")
+  Tess.selectSession(id)  switch the drawer's session without opening it
+  Tess.systemLine(text)   a line of the drawer's own in the conversation
+  Tess.cardFor(kind, id, title), Tess.settleCard(card)   a card, and moving it to the history once decided
+  Tess.onStart, Tess.onMeEvent   listeners: the drawer started; an event of /ws/me/
+  Tess.markdown(text), Tess.richText(text)   safe rendering of model text (DOM nodes, never innerHTML) */
 (function () {
   "use strict";
   const { api, el, plural } = window.Tess;
   const OPEN_KEY = "tess.drawer.open";
   const SESSION_KEY = "tess.drawer.session";
+  const TAIL = 200; // events: more than the output panel shows, few enough to read at once
+  const HISTORY_SHOWN = 10;
   const CHIP = { profile: "Memory: Operator profile", session: "Memory: Session only" };
-  const FINAL_SESSION = { exited: "Session ended (exited)", terminated: "Session ended (terminated)" };
+  const ENDED = new Set(["exited", "terminated"]);
+  const AGENT = {
+    working: "working",
+    waiting_for_input: "waiting for input",
+    idle: "idle",
+    error: "error",
+    ended: "ended",
+    unknown: "unknown",
+  };
 
   const root = document.getElementById("tess-root");
   if (!root) return;
@@ -21,12 +41,176 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   const input = $("tess-input");
   const output = $("tess-output");
   const newOutput = $("tess-new-output");
+  const loadEarlierButton = $("tess-load-earlier");
   const connection = $("tess-connection");
   const sessionState = $("tess-session-state");
   const cards = $("tess-cards");
+  const cardsEmpty = $("tess-cards-empty");
+  const history = $("tess-card-history");
+  const historyList = $("tess-card-history-list");
   const chip = $("tess-memory-chip");
 
-  const state = { sessionId: "", lastSeq: 0, seen: new Set(), socket: null, retry: 0, timer: null, generation: 0 };
+  const state = {
+    me: "",
+    sessionId: "",
+    session: null,
+    lastSeq: 0,
+    prevCursor: null,
+    seen: new Set(),
+    socket: null,
+    retry: 0,
+    timer: null,
+    generation: 0,
+    replaying: false,
+  };
+  const sessionsById = new Map();
+
+  // --- text: ids, times and Markdown, always as DOM nodes -------------------------------------------------
+
+  const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+  const ISO = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})/g;
+  const CLOCK = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const DAY_CLOCK = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const FULL = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" });
+
+  function relative(date) {
+    const minutes = Math.round((Date.now() - date.getTime()) / 60000);
+    if (Math.abs(minutes) < 1) return "just now";
+    const format = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+    if (Math.abs(minutes) < 60) return format.format(-minutes, "minute");
+    if (Math.abs(minutes) < 48 * 60) return format.format(-Math.round(minutes / 60), "hour");
+    return format.format(-Math.round(minutes / 1440), "day");
+  }
+
+  /* "10:42" (a date first when not today), the full time and how long ago in its tooltip. */
+  function timeNode(value) {
+    const date = new Date(value);
+    if (Number.isNaN(date.getTime())) return document.createTextNode(String(value));
+    const today = date.toDateString() === new Date().toDateString();
+    return el("time", {
+      class: "tess-time",
+      datetime: date.toISOString(),
+      title: FULL.format(date) + " (" + relative(date) + ")",
+      text: (today ? CLOCK : DAY_CLOCK).format(date),
+    });
+  }
+
+  /* The first 8 characters of an id; a click copies the whole id. */
+  function shortId(id) {
+    const button = el("button", {
+      type: "button",
+      class: "tess-id",
+      title: "Copy the full id " + id,
+      "aria-label": "Copy the id " + id.slice(0, 8),
+      "data-id": id,
+      text: id.slice(0, 8),
+    });
+    button.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(id);
+        button.dataset.copied = "1";
+        button.title = "Copied " + id;
+      } catch (error) {
+        button.title = id; // no clipboard here: at least the tooltip shows it in full
+      }
+    });
+    return button;
+  }
+
+  /* "16:45 UTC" as the server writes a time within the day: the nearest such moment, in local time. */
+  function utcClock(hours, minutes) {
+    const now = new Date();
+    const at = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate(), hours, minutes));
+    const halfDay = 12 * 3600 * 1000;
+    if (at - now > halfDay) at.setUTCDate(at.getUTCDate() - 1);
+    else if (now - at > halfDay) at.setUTCDate(at.getUTCDate() + 1);
+    return at.toISOString();
+  }
+
+  /* Plain text with every UUID shortened and every timestamp in local time. */
+  function richText(text) {
+    text = String(text);
+    const nodes = [];
+    const pattern = new RegExp(UUID.source + "|" + ISO.source + "|\\b([01]\\d|2[0-3]):([0-5]\\d) UTC\\b", "gi");
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
+      if (match[1] !== undefined) nodes.push(timeNode(utcClock(Number(match[1]), Number(match[2]))));
+      else if (/^\d{4}-\d{2}-\d{2}T/.test(match[0])) nodes.push(timeNode(match[0]));
+      else nodes.push(shortId(match[0]));
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) nodes.push(document.createTextNode(text.slice(last)));
+    return nodes;
+  }
+
+  function safeUrl(raw) {
+    try {
+      const url = new URL(raw, location.origin);
+      return ["http:", "https:", "mailto:"].includes(url.protocol) ? url.href : null;
+    } catch (error) {
+      return null;
+    }
+  }
+
+  const INLINE = /`([^`\n]+)`|\*\*([^*\n]+)\*\*|(?<![\w*])\*([^*\s][^*\n]*?)\*(?![\w*])|(?<!\w)_([^_\s][^_\n]*?)_(?!\w)|\[([^\]\n]+)\]\(([^)\s]+)\)/g;
+
+  function inline(text) {
+    const nodes = [];
+    let last = 0;
+    for (const match of text.matchAll(INLINE)) {
+      if (match.index > last) nodes.push(...richText(text.slice(last, match.index)));
+      const [whole, code, strong, star, under, label, href] = match;
+      if (code !== undefined) nodes.push(el("code", { text: code }));
+      else if (strong !== undefined) nodes.push(el("strong", {}, ...richText(strong)));
+      else if (star !== undefined || under !== undefined) nodes.push(el("em", {}, ...richText(star ?? under)));
+      else {
+        const url = safeUrl(href);
+        nodes.push(url ? el("a", { href: url, rel: "noopener noreferrer", target: "_blank", text: label }) : document.createTextNode(whole));
+      }
+      last = match.index + whole.length;
+    }
+    if (last < text.length) nodes.push(...richText(text.slice(last)));
+    return nodes;
+  }
+
+  /* A small, safe Markdown: paragraphs, fenced code, bulleted and numbered lists, `code`, **strong**,
+     *emphasis*, [links](https://…) with http(s) or mailto only. Anything else (raw HTML included) stays text. */
+  function markdown(text) {
+    const fragment = document.createDocumentFragment();
+    const lines = String(text).split(/\r?\n/);
+    const fence = /^\s*```/;
+    const bullet = /^\s*[-*+]\s+(.*)$/;
+    const number = /^\s*\d+[.)]\s+(.*)$/;
+    let i = 0;
+    while (i < lines.length) {
+      const current = lines[i];
+      if (fence.test(current)) {
+        const code = [];
+        i += 1;
+        while (i < lines.length && !fence.test(lines[i])) code.push(lines[i++]);
+        i += 1;
+        fragment.append(el("pre", { class: "tess-md-code" }, el("code", { text: code.join("\n") })));
+      } else if (!current.trim()) {
+        i += 1;
+      } else if (bullet.test(current) || number.test(current)) {
+        const kind = bullet.test(current) ? bullet : number;
+        const list = el(kind === bullet ? "ul" : "ol", { class: "tess-md-list" });
+        while (i < lines.length && kind.test(lines[i])) list.append(el("li", {}, ...inline(lines[i++].match(kind)[1])));
+        fragment.append(list);
+      } else {
+        const paragraph = el("p");
+        let first = true;
+        while (i < lines.length && lines[i].trim() && !fence.test(lines[i]) && !bullet.test(lines[i]) && !number.test(lines[i])) {
+          if (!first) paragraph.append(el("br"));
+          paragraph.append(...inline(lines[i++]));
+          first = false;
+        }
+        fragment.append(paragraph);
+      }
+    }
+    return fragment;
+  }
 
   // --- open / close -------------------------------------------------------------------------------
 
@@ -35,6 +219,12 @@ whether it came in a turn's response or over the websocket, and reconnects with 
     toggle.setAttribute("aria-expanded", String(open));
     document.body.classList.toggle("tess-open", open);
     localStorage.setItem(OPEN_KEY, open ? "1" : "0");
+    if (open) {
+      // Filled while hidden, the panels could not scroll: opening shows the latest lines.
+      conversation.scrollTop = conversation.scrollHeight;
+      output.scrollTop = output.scrollHeight;
+      newOutput.hidden = true;
+    }
     if (!focus) return;
     if (open) (input.disabled ? picker : input).focus();
     else toggle.focus();
@@ -60,18 +250,51 @@ whether it came in a turn's response or over the websocket, and reconnects with 
 
   // --- the conversation ------------------------------------------------------------------------------
 
-  function line(kind, text, extra) {
-    const item = el("li", { class: "tess-line tess-" + kind }, el("span", { class: "tess-text", text }));
-    if (extra) item.append(extra);
+  function sessionName(session) {
+    return (session && (session.title || session.runtime_id)) || "the session";
+  }
+
+  function line(kind, who, ts, content) {
+    const meta = el("div", { class: "tess-meta" }, el("span", { class: "tess-who", text: who }));
+    if (ts) meta.append(timeNode(ts));
+    const text = el("div", { class: "tess-text" });
+    if (typeof content === "string") text.append(...richText(content));
+    else text.append(content);
+    const item = el("li", { class: "tess-line tess-" + kind }, meta, text);
     conversation.append(item);
-    conversation.scrollTop = conversation.scrollHeight;
+    if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
     return item;
   }
 
-  function systemLine(text) {
-    return line("system", text);
+  function systemLine(text, ts) {
+    return line("system", "Tess", ts || new Date().toISOString(), text);
   }
-  window.Tess.systemLine = systemLine;
+  window.Tess.systemLine = (text) => systemLine(text);
+
+  function recalledView(body) {
+    const count = body.recalled_count;
+    const label = "Recalled: " + plural(count, "operator note", "operator notes");
+    const ids = body.recalled || [];
+    // Only the session's owner can read their notes; anyone else sees the count alone.
+    if (!ids.length || !state.session || state.session.owner !== state.me) {
+      return el("div", { class: "tess-recalled", text: label });
+    }
+    const list = el("ul", { class: "tess-recalled-notes" });
+    const box = el("details", { class: "tess-recalled" }, el("summary", { text: label }), list);
+    box.addEventListener("toggle", async () => {
+      if (!box.open || list.dataset.loaded) return;
+      list.dataset.loaded = "1";
+      try {
+        const rows = (await api("GET", "memory/")).rows.filter((row) => ids.includes(String(row.memory_id)));
+        for (const row of rows) list.append(el("li", { text: (window.Tess.categoryWords?.(row.category) || row.category) + ": " + row.value }));
+        const gone = ids.length - rows.length;
+        if (gone) list.append(el("li", { class: "tess-quiet", text: plural(gone, "note has", "notes have") + " since been changed or deleted." }));
+      } catch (error) {
+        list.append(el("li", { class: "tess-error", text: "Your notes could not be read: " + error.message }));
+      }
+    });
+    return box;
+  }
 
   function render(event) {
     if (event.seq !== null && event.seq !== undefined) {
@@ -84,70 +307,73 @@ whether it came in a turn's response or over the websocket, and reconnects with 
         appendOutput(body.data || "");
         break;
       case "turn.in":
-        line("in", body.text || "").setAttribute("aria-label", "You said");
+        line("in", body.channel && body.channel !== "web" ? "You (" + body.channel + ")" : "You", event.ts, body.text || "");
         break;
       case "turn.out": {
-        const reply = line("out", body.text || "");
-        reply.setAttribute("aria-label", "Tess replied");
-        if (body.recalled_count > 0) {
-          // seed 002: the disclosure sits directly under the reply it grounded.
-          reply.append(el("div", { class: "tess-recalled", text: "Recalled: " + body.recalled_count + " operator notes" }));
-          conversation.scrollTop = conversation.scrollHeight;
-        }
+        const reply = line("out", "Tess", event.ts, markdown(body.text || ""));
+        if (body.recalled_count > 0) reply.append(recalledView(body)); // seed 002: right under the reply
         break;
       }
       case "system":
-        systemLine(body.text || "");
+        line("system", sessionName(state.session), event.ts, body.text || "");
         break;
       case "card":
         window.Tess.upsertCard(body);
         break;
       case "approval":
-        upsertApproval(body);
+        if (known("approval", body.id)) upsertApproval(body);
+        else fetchApproval(body.id);
         break;
       case "handoff":
         upsertHandoff(body);
         break;
       case "status":
-        showSessionStatus(body.status);
+        // Live changes only: on load the session's row (read at the same time as the tail) is newer.
+        if (!state.replaying) showSession({ ...state.session, status: body.status, agent_state: body.agent_state || state.session?.agent_state });
         break;
       default:
         break;
     }
   }
 
-  function showSessionStatus(status) {
-    // The stream's status event and a refresh after an approval can both report the same ending: say it once.
-    if (sessionState.dataset.status === status) return;
-    const ended = FINAL_SESSION[status];
-    sessionState.textContent = ended || "";
-    sessionState.dataset.status = status;
-    const option = picker.selectedOptions[0];
-    if (option && option.value && option.dataset.status && option.dataset.status !== status) {
-      option.textContent = option.textContent.replace(" — " + option.dataset.status + " (", " — " + status + " (");
-      option.dataset.status = status;
-    }
-    if (ended) {
-      systemLine(ended + ".");
-      input.disabled = true;
+  function showSession(session) {
+    const before = state.session;
+    state.session = session;
+    const ended = ENDED.has(session.status);
+    const agent = AGENT[session.agent_state] || AGENT.unknown;
+    sessionState.dataset.status = session.status;
+    sessionState.dataset.agentState = session.agent_state || "unknown";
+    sessionState.replaceChildren(
+      el("span", { class: "tess-status-badge", "data-status": session.status, text: ended ? "Ended (" + session.status + ")" : session.status }),
+      el("span", { class: "tess-agent-state", text: "Agent: " + agent }),
+    );
+    const option = [...picker.options].find((o) => o.value === session.id);
+    if (option) option.textContent = sessionLabel(session);
+    if (ended) input.disabled = true;
+    if (ended && before && before.id === session.id && !ENDED.has(before.status) && !state.replaying) {
+      systemLine("The session has ended (" + session.status + ").");
     }
   }
 
   async function send() {
     const text = input.value;
     if (!text.trim() || !state.sessionId) return;
-    input.value = "";
     input.disabled = true;
+    let failed = false;
     try {
       const turn = await api("POST", "sessions/" + state.sessionId + "/turns/", { text });
+      if (input.value === text) input.value = "";
       applyTurn(turn);
     } catch (error) {
+      failed = true;
       const turn = error.details && error.details.turn;
+      // A recorded refusal is Tess's reply, shown once; anything else is said in a line of the drawer's own.
       if (turn) applyTurn(turn);
-      systemLine("Not done: " + error.message);
+      else systemLine("Not sent: " + error.message + " Your text is still in the box.");
     } finally {
-      if (!FINAL_SESSION[sessionState.dataset.status]) input.disabled = false;
+      if (!state.session || !ENDED.has(state.session.status)) input.disabled = false;
       input.focus();
+      if (failed) input.setSelectionRange(input.value.length, input.value.length);
     }
   }
 
@@ -155,7 +381,7 @@ whether it came in a turn's response or over the websocket, and reconnects with 
     if (turn.memory) setScope(turn.memory.scope);
     for (const event of turn.events || []) render(event);
     for (const card of turn.cards || []) window.Tess.upsertCard(card);
-    for (const approval of turn.approvals || []) upsertApproval(approval);
+    for (const approval of turn.approvals || []) upsertApproval({ session_id: state.sessionId, ...approval });
     for (const handoff of turn.handoffs || []) upsertHandoff(handoff);
   }
 
@@ -178,6 +404,10 @@ whether it came in a turn's response or over the websocket, and reconnects with 
   }
 
   function appendOutput(data) {
+    if (state.replaying) {
+      output.append(document.createTextNode(data));
+      return;
+    }
     const stick = atBottom();
     output.append(document.createTextNode(data));
     if (stick) output.scrollTop = output.scrollHeight;
@@ -191,6 +421,53 @@ whether it came in a turn's response or over the websocket, and reconnects with 
     output.scrollTop = output.scrollHeight;
     newOutput.hidden = true;
     output.focus();
+  });
+
+  /* Render a page of history (oldest first) without moving what the reader is looking at. */
+  function renderHistory(events, { before = false } = {}) {
+    state.replaying = true;
+    const keptLines = before ? [...conversation.childNodes] : [];
+    const keptOutput = before ? [...output.childNodes] : [];
+    const fromBottom = output.scrollHeight - output.scrollTop;
+    const lineFromBottom = conversation.scrollHeight - conversation.scrollTop;
+    if (before) {
+      conversation.replaceChildren();
+      output.replaceChildren();
+    }
+    try {
+      for (const event of events) render(event);
+    } finally {
+      state.replaying = false;
+    }
+    if (before) {
+      conversation.append(...keptLines);
+      output.append(...keptOutput);
+      output.scrollTop = output.scrollHeight - fromBottom;
+      conversation.scrollTop = conversation.scrollHeight - lineFromBottom;
+    } else {
+      output.scrollTop = output.scrollHeight;
+      conversation.scrollTop = conversation.scrollHeight;
+    }
+  }
+
+  function showEarlier(prevCursor) {
+    state.prevCursor = prevCursor;
+    loadEarlierButton.hidden = prevCursor === null || prevCursor === undefined;
+  }
+
+  loadEarlierButton.addEventListener("click", async () => {
+    const generation = state.generation;
+    loadEarlierButton.disabled = true;
+    try {
+      const page = await api("GET", "sessions/" + state.sessionId + "/events/?before=" + state.prevCursor + "&limit=" + TAIL);
+      if (generation !== state.generation) return;
+      renderHistory(page.events, { before: true });
+      showEarlier(page.prev_cursor);
+    } catch (error) {
+      systemLine("Earlier events could not be loaded: " + error.message);
+    } finally {
+      loadEarlierButton.disabled = false;
+    }
   });
 
   function setConnection(text, status) {
@@ -243,21 +520,69 @@ whether it came in a turn's response or over the websocket, and reconnects with 
 
   // --- sessions --------------------------------------------------------------------------------------
 
-  function selectSession(id) {
+  function sessionLabel(session) {
+    let label = sessionName(session) + " — " + session.status;
+    if (!ENDED.has(session.status) && session.agent_state && session.agent_state !== "unknown") {
+      label += ", " + (AGENT[session.agent_state] || session.agent_state);
+    }
+    if (session.health && !session.health.ok && !ENDED.has(session.status)) label += " (runtime not answering)";
+    return label;
+  }
+
+  function clearCards() {
+    for (const card of [...cards.children, ...historyList.children]) {
+      if (card.dataset.kind !== "approval-link") card.remove();
+    }
+    refreshCards();
+  }
+
+  async function selectSession(id) {
     disconnect();
-    Object.assign(state, { sessionId: id, lastSeq: 0, seen: new Set(), retry: 0 });
+    const generation = state.generation;
+    Object.assign(state, { sessionId: id, session: null, lastSeq: 0, seen: new Set(), retry: 0 });
     conversation.replaceChildren();
     output.replaceChildren();
+    delete output.dataset.lastSeq;
     newOutput.hidden = true;
-    input.disabled = !id;
-    sessionState.textContent = "";
+    showEarlier(null);
+    clearCards();
+    input.disabled = true;
+    sessionState.replaceChildren();
     delete sessionState.dataset.status;
+    delete sessionState.dataset.agentState;
     if (id) localStorage.setItem(SESSION_KEY, id);
     if (!id) {
       setConnection("No session selected", "closed");
       return;
     }
-    // An ended session's history ends with its final status event; the replay shows it (once).
+    setConnection("Loading…", "connecting");
+    const query = "session_id=" + encodeURIComponent(id);
+    let read;
+    try {
+      read = await Promise.all([
+        api("GET", "sessions/" + id + "/"),
+        api("GET", "sessions/" + id + "/events/?tail=" + TAIL),
+        api("GET", "cards/?" + query + "&page_size=50"),
+        api("GET", "approvals/?" + query + "&page_size=50"),
+        api("GET", "handoffs/?" + query),
+      ]);
+    } catch (error) {
+      if (generation !== state.generation) return;
+      systemLine("This session could not be read: " + error.message);
+      setConnection("Not connected", "closed");
+      return;
+    }
+    if (generation !== state.generation) return;
+    const [session, page, cardPage, approvalPage, handoffPage] = read;
+    showSession({ ...sessionsById.get(id), ...session });
+    for (const card of [...cardPage.results].reverse()) window.Tess.upsertCard(card);
+    for (const approval of [...approvalPage.results].reverse()) upsertApproval(approval);
+    for (const handoff of [...handoffPage.results].reverse()) upsertHandoff(handoff);
+    renderHistory(page.events);
+    state.lastSeq = page.next_cursor;
+    output.dataset.lastSeq = String(state.lastSeq);
+    showEarlier(page.prev_cursor);
+    input.disabled = ENDED.has(session.status);
     connect();
   }
 
@@ -271,75 +596,188 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       systemLine("Sessions could not be loaded: " + error.message);
       return;
     }
-    // Each session names its runtime instance and whether that instance answers now (its heartbeat).
+    // Each session's runtime instance and whether it answers now (its heartbeat): said only when it does not.
     const health = {};
     try {
       for (const instance of (await api("GET", "providers/")).results) health[instance.name] = instance.health;
     } catch (error) {
-      systemLine("Runtime health could not be loaded: " + error.message);
+      /* the labels go without it */
     }
     picker.replaceChildren(el("option", { value: "", text: sessions.length ? "Choose a session…" : "No sessions" }));
+    sessionsById.clear();
     for (const session of sessions) {
-      const known = health[session.provider];
-      const state = known === undefined ? "" : known.ok ? ": healthy" : ": unreachable";
-      const label = (session.title || session.runtime_id) + " — " + session.status + " (" + session.provider + state + ")";
-      picker.append(el("option", { value: session.id, text: label, "data-status": session.status }));
+      const known = { ...session, health: health[session.provider] };
+      sessionsById.set(session.id, known);
+      picker.append(el("option", { value: session.id, text: sessionLabel(known), "data-status": session.status }));
     }
     const remembered = localStorage.getItem(SESSION_KEY);
     const initial = sessions.find((s) => s.id === remembered) || sessions.find((s) => s.status === "running");
     picker.value = initial ? initial.id : "";
-    selectSession(picker.value);
+    await selectSession(picker.value);
   }
 
-  // --- approvals and hand-offs -------------------------------------------------------------------------
+  // --- cards: pending ones act, decided ones fold into a short history ----------------------------------
+
+  // Per kind, how far along each status is: a late or repeated message never moves a card back.
+  const RANK = {
+    memory: { pending: 0, confirmed: 1, dismissed: 1 },
+    approval: { pending: 0, approved: 1, denied: 2, expired: 2, executed: 3, failed: 3 },
+    handoff: { queued: 0, dispatched: 1, acknowledged: 2, completed: 3, failed: 3 },
+    "approval-link": { pending: 0, approved: 1, denied: 1, expired: 1, executed: 1, failed: 1 },
+  };
+  const OPEN = {
+    memory: new Set(["pending"]),
+    approval: new Set(["pending", "approved"]),
+    handoff: new Set(["queued", "dispatched", "acknowledged"]),
+    "approval-link": new Set(["pending"]),
+  };
+
+  function known(kind, id) {
+    return !!findCard(kind, id);
+  }
+
+  function findCard(kind, id) {
+    const selector = '[data-kind="' + kind + '"][data-id="' + CSS.escape(id) + '"]';
+    return cards.querySelector(selector) || historyList.querySelector(selector);
+  }
 
   function cardFor(kind, id, title) {
-    let card = cards.querySelector('[data-kind="' + kind + '"][data-id="' + CSS.escape(id) + '"]');
+    let card = findCard(kind, id);
     if (!card) {
       card = el(
         "li",
-        { class: "tess-card tess-card-" + kind, "data-kind": kind, "data-id": id, "aria-label": title },
+        { class: "tess-card tess-card-" + kind, "data-kind": kind, "data-id": id },
         el("div", { class: "tess-card-title", text: title }),
         el("div", { class: "tess-card-status", role: "status" }),
       );
       cards.prepend(card);
+      refreshCards();
+    } else if (title && !card.dataset.titled) {
+      card.querySelector(".tess-card-title").textContent = title;
     }
+    card.setAttribute("aria-label", card.querySelector(".tess-card-title").textContent);
     return card;
   }
 
-  // pending → approved | denied | expired → executed | failed: a late or repeated message never moves back.
-  const APPROVAL_RANK = { pending: 0, approved: 1, denied: 2, expired: 2, executed: 3, failed: 3 };
+  /* Whether ``status`` would move ``card`` back: then the message is older than what is shown. */
+  function isStale(card, status) {
+    const rank = RANK[card.dataset.kind] || {};
+    return card.dataset.status !== undefined && (rank[status] ?? 0) < (rank[card.dataset.status] ?? 0);
+  }
+
+  /* Move a decided card into the history (newest first, the last few shown) and drop its actions. */
+  function settleCard(card) {
+    const open = OPEN[card.dataset.kind];
+    if (!open || open.has(card.dataset.status)) {
+      if (card.parentNode !== cards) cards.prepend(card);
+    } else {
+      card.querySelector(".tess-card-actions")?.remove();
+      if (card.parentNode !== historyList) historyList.prepend(card);
+    }
+    refreshCards();
+  }
+
+  function refreshCards() {
+    const decided = historyList.children.length;
+    history.hidden = decided === 0;
+    history.querySelector("summary").textContent = "Decided (" + decided + ")";
+    [...historyList.children].forEach((card, index) => (card.hidden = index >= HISTORY_SHOWN));
+    cardsEmpty.hidden = cards.children.length > 0;
+  }
+
+  function actionWords(approval) {
+    const session = sessionsById.get(approval.session_id || approval.target_id);
+    const name = session ? "“" + sessionName(session) + "”" : "";
+    if (approval.action === "session.terminate") return "Terminate the session " + (name || "");
+    const action = String(approval.action || "an action").replace(/[._]/g, " ");
+    return action.charAt(0).toUpperCase() + action.slice(1) + (name ? " on " + name : "");
+  }
+
+  function approvalStatusWords(approval, status) {
+    switch (status) {
+      case "pending":
+        return "Waiting for an approver" + (approval.expires_at ? " until " : ".");
+      case "approved":
+        return "Approved; running now.";
+      case "executed":
+        return "Approved and done.";
+      case "failed":
+        return "Approved, but it failed" + (approval.result && approval.result.error ? ": " + (approval.result.error.message || approval.result.error) : ".");
+      case "denied":
+        return "Denied" + (approval.decided_by ? " by " + approval.decided_by : "") + (approval.decision_reason ? ": " + approval.decision_reason : ".");
+      case "expired":
+        return "Expired: nobody decided in time.";
+      default:
+        return status;
+    }
+  }
+
+  async function fetchApproval(id) {
+    try {
+      upsertApproval(await api("GET", "approvals/" + id + "/"));
+    } catch (error) {
+      /* not an approval this person may read: the stream's reply already said what happened */
+    }
+  }
 
   function upsertApproval(approval) {
-    const card = cardFor("approval", approval.id, "Approval: " + (approval.action || "action"));
     const done = approval.execution === "executed" || approval.execution === "failed";
     const status = done ? approval.execution : approval.status;
-    if ((APPROVAL_RANK[status] ?? 0) < (APPROVAL_RANK[card.dataset.status] ?? -1)) return;
+    const card = cardFor("approval", approval.id, approval.action ? actionWords(approval) : "");
+    if (approval.action) card.dataset.titled = "1";
+    if (!card.querySelector(".tess-card-title").textContent) card.querySelector(".tess-card-title").textContent = "Approval";
+    if (isStale(card, status)) return;
     card.dataset.status = status;
-    card.querySelector(".tess-card-status").textContent = "Status: " + status;
+    // Not every message carries the deadline (/ws/me/ sends ids and statuses): keep the one read before.
+    if (approval.expires_at) card.dataset.expires = approval.expires_at;
+    const expires = card.dataset.expires;
+    const line = card.querySelector(".tess-card-status");
+    line.replaceChildren(approvalStatusWords({ ...approval, expires_at: expires }, status));
+    if (status === "pending" && expires) line.append(timeNode(expires), ".");
+    settleCard(card);
   }
 
   function approvalLink(body) {
     // Only the approver's own socket carries a link; it opens the page, which never acts by itself.
-    const card = cardFor("approval-link", body.id, "Approval requested: " + body.action);
-    const link = card.querySelector("a");
+    const card = cardFor("approval-link", body.id, "Approval asked of you: " + actionWords(body));
+    card.dataset.titled = "1";
+    card.dataset.status = "pending";
+    let link = card.querySelector("a");
+    if (!link) card.append((link = el("a", { class: "tess-button", text: "Open the approval page" })));
     // A resend or a fresh link from the inbox replaces the token: the older link no longer works.
-    if (link) link.href = body.url;
-    else card.append(el("a", { href: body.url, class: "tess-button", text: "Open the approval page" }));
+    link.href = body.url;
+    settleCard(card);
   }
 
+  const HANDOFF_WORDS = {
+    queued: "Queued for Mos.",
+    dispatched: "Sent to Mos.",
+    acknowledged: "Mos is working on it.",
+    completed: "Done by Mos.",
+    failed: "Mos could not do it.",
+  };
+
   function upsertHandoff(handoff) {
-    const card = cardFor("handoff", handoff.id, "Hand-off to Mos");
+    const title = handoff.summary ? "Hand-off to Mos: " + handoff.summary : "Hand-off to Mos";
+    const card = cardFor("handoff", handoff.id, title);
+    if (handoff.summary) card.dataset.titled = "1";
+    if (isStale(card, handoff.status)) return;
     card.dataset.status = handoff.status;
-    card.querySelector(".tess-card-status").textContent = "Status: " + handoff.status;
+    card.querySelector(".tess-card-status").textContent = HANDOFF_WORDS[handoff.status] || handoff.status;
     if (handoff.result) {
       let result = card.querySelector(".tess-card-result");
       if (!result) card.append((result = el("div", { class: "tess-card-result" })));
-      result.textContent = "Result: " + handoff.result;
+      const text = typeof handoff.result === "string" ? handoff.result : JSON.stringify(handoff.result);
+      result.replaceChildren("Result: ", ...richText(text));
     }
+    settleCard(card);
   }
 
   // --- /ws/me/: what concerns this person across sessions ---------------------------------------------
+
+  function aboutThisSession(body) {
+    return !!state.sessionId && String(body.session_id || "") === state.sessionId;
+  }
 
   let meRetry = 0;
   function connectMe() {
@@ -350,17 +788,24 @@ whether it came in a turn's response or over the websocket, and reconnects with 
       const event = JSON.parse(message.data);
       const body = event.body || {};
       if (event.kind === "approval") {
-        upsertApproval(body);
-        if (body.session_id === state.sessionId && body.execution === "executed") loadSessionStatus();
+        if (aboutThisSession(body) || known("approval", body.id)) upsertApproval(body);
+        if (aboutThisSession(body) && body.execution === "executed") refreshSession();
       } else if (event.kind === "snapshot") {
-        // Sent first on every (re)connect: what waits on this person, read from the server's rows.
-        for (const card of body.cards || []) window.Tess.upsertCard(card);
+        // Sent first on every (re)connect; the selected session's items come from its own reads as well.
+        for (const card of body.cards || []) if (aboutThisSession(card) || known("memory", card.id)) window.Tess.upsertCard(card);
         for (const approval of [...(body.approvals_to_decide || []), ...(body.approvals_requested || [])]) {
-          upsertApproval(approval);
+          if (aboutThisSession(approval) || known("approval", approval.id)) upsertApproval(approval);
         }
       } else if (event.kind === "approval.link") approvalLink(body);
-      else if (event.kind === "card") window.Tess.upsertCard(body);
-      else if (event.kind === "handoff") upsertHandoff(body);
+      else if (event.kind === "card") {
+        if (aboutThisSession(body) || known("memory", body.id)) window.Tess.upsertCard(body);
+      } else if (event.kind === "handoff") {
+        if (aboutThisSession(body) || known("handoff", body.id)) upsertHandoff(body);
+      } else if (event.kind === "inbox.left" && String(body.key || "").startsWith("card:")) {
+        // Decided somewhere else (another tab, the CLI, the inbox): read its outcome.
+        const id = body.key.slice(5);
+        if (known("memory", id)) window.Tess.refreshCard(id);
+      }
       for (const listener of window.Tess.onMeEvent) listener(event);
     });
     socket.addEventListener("close", (close) => {
@@ -370,11 +815,12 @@ whether it came in a turn's response or over the websocket, and reconnects with 
     });
   }
 
-  async function loadSessionStatus() {
+  async function refreshSession() {
     if (!state.sessionId) return;
+    const id = state.sessionId;
     try {
-      const session = await api("GET", "sessions/" + state.sessionId + "/");
-      if (FINAL_SESSION[session.status]) showSessionStatus(session.status);
+      const session = await api("GET", "sessions/" + id + "/");
+      if (id === state.sessionId) showSession({ ...state.session, ...session });
     } catch (error) {
       systemLine("The session could not be read: " + error.message);
     }
@@ -384,7 +830,7 @@ whether it came in a turn's response or over the websocket, and reconnects with 
 
   async function start() {
     try {
-      await api("GET", "me/");
+      state.me = (await api("GET", "me/")).username;
     } catch (error) {
       // Not a member of any tenant: no drawer (the admin still works).
       root.hidden = true;
@@ -397,14 +843,30 @@ whether it came in a turn's response or over the websocket, and reconnects with 
     await loadSessions();
   }
 
-  window.Tess.cards = cards;
-  window.Tess.cardFor = cardFor;
-  window.Tess.plural = plural;
-  window.Tess.onStart = window.Tess.onStart || [];
-  window.Tess.onMeEvent = window.Tess.onMeEvent || [];
-  window.Tess.selectSession = (id) => {
-    picker.value = id;
-    if (picker.value === id) selectSession(id);
-  };
+  Object.assign(window.Tess, {
+    cards,
+    cardFor,
+    settleCard,
+    isStale,
+    plural,
+    markdown,
+    richText,
+    timeNode,
+    shortId,
+    onStart: window.Tess.onStart || [],
+    onMeEvent: window.Tess.onMeEvent || [],
+    selectSession: (id) => {
+      picker.value = id;
+      if (picker.value === id) return selectSession(id);
+      return loadSessions().then(() => {
+        picker.value = id;
+        if (picker.value === id) return selectSession(id);
+      });
+    },
+    openSession: (id) => {
+      setOpen(true);
+      return window.Tess.selectSession(id);
+    },
+  });
   document.addEventListener("DOMContentLoaded", start);
 })();

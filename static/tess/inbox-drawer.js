@@ -79,7 +79,7 @@
     const node = el(
       "li",
       { class: "tess-inbox-item", "data-key": item.key, "data-kind": item.kind, "aria-label": item.title },
-      el("div", { class: "tess-inbox-title", text: item.title }),
+      el("div", { class: "tess-inbox-title" }, ...window.Tess.richText(item.title)),
       actions(item),
     );
     list.prepend(node);

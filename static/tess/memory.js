@@ -16,7 +16,7 @@ Nothing is remembered or forgotten without a confirmed card; every outcome shown
   const OP_LABEL = {
     remember: "Remember",
     correct: "Correct",
-    reauthorize: "Reauthorize",
+    reauthorize: "Renew",
     forget: "Forget",
     forget_all: "Forget all notes",
   };
@@ -27,90 +27,113 @@ Nothing is remembered or forgotten without a confirmed card; every outcome shown
     if (result.error) return "Not applied: " + result.error.message;
     switch (result.outcome) {
       case "deleted":
-        return plural(result.deleted_count, "note deleted", "notes deleted");
+        return result.deleted_count === undefined ? "Forgotten." : plural(result.deleted_count, "note deleted", "notes deleted");
       case "created":
         return "Remembered.";
       case "revised":
-        return "Corrected: now revision " + (result.row ? result.row.revision : "?") + ".";
+        return result.row ? "Corrected: now revision " + result.row.revision + "." : "Corrected.";
       case "reauthorized":
         return "Reauthorized: the source is renewed; content and revision unchanged.";
       case "dismissed":
         return "Dismissed: nothing was changed.";
       default:
-        return "Outcome: " + result.outcome;
+        return "Done (" + String(result.outcome).replace(/_/g, " ") + ").";
     }
   }
 
   async function decide(card, id, verb) {
-    card.querySelectorAll("button").forEach((b) => (b.disabled = true));
+    card.querySelectorAll(".tess-card-actions button").forEach((b) => (b.disabled = true));
     const status = card.querySelector(".tess-card-status");
     try {
       const result = await api("POST", "cards/" + id + "/" + verb + "/");
       card.dataset.status = result.card.status;
       status.textContent = outcomeText(result);
-      card.querySelector(".tess-card-actions")?.remove();
+      window.Tess.settleCard(card);
+      $("tess-card-history").open = true; // the card just decided stays in sight, with its outcome
       if (details.open) loadDisclosure();
     } catch (error) {
+      if (error.status === 409) {
+        // Decided meanwhile (another tab, the inbox, the CLI): show what the server stored instead.
+        await refreshCard(id);
+        return;
+      }
       status.textContent = "Not done: " + error.message;
-      card.querySelectorAll("button").forEach((b) => (b.disabled = false));
+      card.querySelectorAll(".tess-card-actions button").forEach((b) => (b.disabled = false));
     }
   }
 
-  function describe(card, detail) {
-    const payload = detail.payload || {};
-    const where = [payload.category, payload.slot].filter(Boolean).join(" / ");
-    let text = (OP_LABEL[payload.op] || "Memory") + (where ? " — " + where : "");
-    if (payload.value) text += ': "' + payload.value + '"';
-    card.querySelector(".tess-card-title").textContent = text;
+  const CATEGORY = {
+    preferences: "a preference",
+    standing_initiative: "your standing initiative",
+    pinned_contexts: "a pinned context",
+  };
+  const CATEGORY_NAME = {
+    preferences: "Preference",
+    standing_initiative: "Standing initiative",
+    pinned_contexts: "Pinned context",
+  };
+  window.Tess.categoryWords = (category) => CATEGORY_NAME[category] || category;
+
+  /* The card's title in words: what confirming it would do. A decided card's payload keeps ids only. */
+  function titleOf(payload) {
+    if (payload.op === "forget_all") return "Forget all your notes";
+    let text = (OP_LABEL[payload.op] || "Change") + " " + (CATEGORY[payload.category] || "a note");
+    if (payload.value) text += ": “" + payload.value + "”";
+    return text;
+  }
+
+  function storedOutcome(detail) {
+    const outcome = detail.outcome || {};
+    if (!outcome.outcome && !outcome.error) return "";
+    return outcomeText({ ...outcome, error: outcome.error && { message: outcome.error.message || outcome.error.code } });
   }
 
   async function upsertCard(data) {
     if (data.kind && data.kind !== "memory") return;
-    const existing = window.Tess.cards.querySelector('[data-kind="memory"][data-id="' + CSS.escape(data.id) + '"]');
-    const card = window.Tess.cardFor("memory", data.id, "Memory card");
-    if (card.dataset.status && card.dataset.status !== "pending") return;
+    const payload = data.payload || (data.op ? data : null);
+    const card = window.Tess.cardFor("memory", data.id, payload ? titleOf(payload) : "");
+    const title = card.querySelector(".tess-card-title");
+    if (data.payload) card.dataset.titled = "1";
+    if (!title.textContent) title.textContent = "Memory card";
+    if (window.Tess.isStale(card, data.status)) return;
+    const status = card.querySelector(".tess-card-status");
+    const changed = card.dataset.status !== data.status;
     card.dataset.status = data.status;
-    if (data.status !== "pending") {
-      // Decided elsewhere (another tab, the CLI): show the outcome the server stored, not a guess.
-      const status = card.querySelector(".tess-card-status");
-      card.querySelector(".tess-card-actions")?.remove();
-      if (status.textContent) return;
-      status.textContent = "Status: " + data.status;
-      try {
-        const detail = await api("GET", "cards/" + data.id + "/");
-        if (detail.outcome && detail.outcome.outcome) {
-          status.textContent = outcomeText({ ...detail.outcome, error: detail.outcome.error && { message: detail.outcome.error.code } });
-        }
-      } catch (error) {
-        /* the status line stays */
+    if (data.status === "pending") {
+      if (!card.querySelector(".tess-card-actions")) {
+        status.textContent = "Nothing changes until you confirm.";
+        card.append(
+          el(
+            "div",
+            { class: "tess-card-actions" },
+            el("button", { type: "button", class: "default", text: "Confirm", onclick: () => decide(card, data.id, "confirm") }),
+            el("button", { type: "button", text: "Dismiss", onclick: () => decide(card, data.id, "dismiss") }),
+          ),
+        );
       }
+      window.Tess.settleCard(card);
+      if (!data.payload && !card.dataset.titled) await refreshCard(data.id);
       return;
     }
-    if (existing) return;
-    card.append(
-      el(
-        "div",
-        { class: "tess-card-actions" },
-        el("button", { type: "button", class: "default", text: "Confirm", onclick: () => decide(card, data.id, "confirm") }),
-        el("button", { type: "button", text: "Dismiss", onclick: () => decide(card, data.id, "dismiss") }),
-      ),
-    );
-    try {
-      describe(card, await api("GET", "cards/" + data.id + "/"));
-    } catch (error) {
-      card.querySelector(".tess-card-title").textContent = "Memory card (" + error.message + ")";
+    window.Tess.settleCard(card);
+    if (data.payload !== undefined) {
+      // A full row from the API: its stored outcome, not a guess from what the card proposed.
+      status.textContent = storedOutcome(data) || (data.status === "dismissed" ? "Dismissed: nothing was changed." : "Status: " + data.status);
+    } else if (changed || !status.textContent) {
+      await refreshCard(data.id);
     }
   }
   window.Tess.upsertCard = upsertCard;
 
-  async function loadPendingCards() {
+  async function refreshCard(id) {
     try {
-      const page = await api("GET", "cards/?status=pending&kind=memory");
-      for (const card of page.results.reverse()) upsertCard(card);
+      await upsertCard(await api("GET", "cards/" + id + "/"));
     } catch (error) {
-      window.Tess.systemLine("Cards could not be loaded: " + error.message);
+      const card = window.Tess.cards.querySelector('[data-kind="memory"][data-id="' + CSS.escape(id) + '"]');
+      if (card) card.querySelector(".tess-card-status").textContent = "This card could not be read: " + error.message;
     }
   }
+  window.Tess.refreshCard = refreshCard;
 
   // --- explicit confirmations ----------------------------------------------------------------------------
 
@@ -314,7 +337,6 @@ Nothing is remembered or forgotten without a confirmed card; every outcome shown
 
   window.Tess.onStart = window.Tess.onStart || [];
   window.Tess.onStart.push(async () => {
-    loadPendingCards();
     try {
       window.Tess.setScope((await api("GET", "memory/")).memory_scope);
     } catch (error) {

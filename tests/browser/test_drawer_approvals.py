@@ -37,7 +37,9 @@ def test_an_approved_termination_ends_the_session_in_the_operators_drawer(cast, 
     box.fill("terminate this session")
     box.press("Enter")
     approval = operator.locator(".tess-card-approval")
-    expect(approval.locator(".tess-card-status")).to_have_text("Status: pending")
+    expect(approval).to_have_attribute("data-status", "pending")
+    expect(approval.locator(".tess-card-title")).to_have_text("Terminate the session “demo”")
+    expect(approval.locator(".tess-card-status")).to_contain_text("Waiting for an approver until")
     expect(operator.locator(".tess-out").last).to_contain_text("needs an approver's decision")
 
     approver.get_by_role("button", name="Tess", exact=True).click()
@@ -46,13 +48,18 @@ def test_an_approved_termination_ends_the_session_in_the_operators_drawer(cast, 
     expect(approver.locator("[data-field=requester]")).to_have_text(cast.owner.username)
     approver.get_by_role("button", name="Approve").click()
 
-    expect(approval.locator(".tess-card-status")).to_have_text("Status: executed")
-    expect(operator.locator("#tess-session-state")).to_have_text("Session ended (terminated)")
+    expect(approval).to_have_attribute("data-status", "executed")
+    expect(approval.locator(".tess-card-status")).to_have_text("Approved and done.")
+    expect(operator.locator("#tess-session-state .tess-status-badge")).to_have_text("Ended (terminated)")
     expect(box).to_be_disabled()
-    expect(operator.get_by_label("Session", exact=True).locator("option:checked")).to_contain_text("— terminated (")
+    expect(operator.get_by_label("Session", exact=True).locator("option:checked")).to_have_text("demo — terminated")
     # The ending is said once, however many sources report it (the stream, the refresh after the approval).
-    expect(operator.locator("#tess-conversation").get_by_text("Session ended (terminated).")).to_have_count(1)
-    # Opening the drawer again replays the history: still one line, and the box stays disabled.
+    ended = operator.locator("#tess-conversation").get_by_text("The session has ended (terminated).")
+    expect(ended).to_have_count(1)
+    # After a reload the state comes from the server: ended at once, the approval decided (not "pending").
     operator.reload()
-    expect(operator.locator("#tess-session-state")).to_have_text("Session ended (terminated)")
-    expect(operator.locator("#tess-conversation").get_by_text("Session ended (terminated).")).to_have_count(1)
+    expect(operator.locator("#tess-session-state .tess-status-badge")).to_have_text("Ended (terminated)")
+    decided = operator.locator("#tess-card-history-list .tess-card-approval")
+    expect(decided).to_have_attribute("data-status", "executed")
+    expect(decided.locator(".tess-card-title")).to_have_text("Terminate the session “demo”")
+    expect(operator.locator("#tess-cards .tess-card-approval")).to_have_count(0)

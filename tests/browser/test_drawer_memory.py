@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 
@@ -35,9 +33,7 @@ def test_a_confirmed_note_shows_in_the_disclosure_and_is_recalled_under_the_repl
 
     say(page, "remember that I lead with sev0")
     card = drawer.locator(".tess-card-memory")
-    expect(card.locator(".tess-card-title")).to_have_text(
-        re.compile(r'^Remember — preferences / pref-\w+: "I lead with sev0"$')
-    )
+    expect(card.locator(".tess-card-title")).to_have_text("Remember a preference: “I lead with sev0”")
     assert not OperatorMemory.objects.exists()  # nothing is remembered before the card is confirmed
     card.get_by_role("button", name="Confirm").click()
     expect(card.locator(".tess-card-status")).to_have_text("Remembered.")
@@ -49,7 +45,10 @@ def test_a_confirmed_note_shows_in_the_disclosure_and_is_recalled_under_the_repl
 
     say(page, "what am I working on?")
     reply = drawer.locator(".tess-out").last
-    expect(reply.locator(".tess-recalled")).to_have_text("Recalled: 1 operator notes")
+    recalled = reply.locator(".tess-recalled")
+    expect(recalled.locator("summary")).to_have_text("Recalled: 1 operator note")
+    recalled.locator("summary").click()  # the owner sees which notes grounded the reply
+    expect(recalled.locator(".tess-recalled-notes")).to_have_text("Preference: I lead with sev0")
 
 
 def test_dismissing_a_card_remembers_nothing(cast, demo_session, open_browser):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -45,17 +47,18 @@ def test_enter_sends_and_shift_enter_adds_a_line(cast, demo_session, open_browse
     box.type("there")
     expect(box).to_have_value("hello\nthere")
     box.press("Enter")
-    expect(page.locator(".tess-in").last).to_have_text("hello\nthere")
+    expect(page.locator(".tess-in .tess-text").last).to_have_text("hello\nthere")
     expect(page.locator(".tess-out").last).not_to_be_empty()
     expect(box).to_have_value("")
 
 
-def test_the_session_picker_shows_whether_each_runtime_answers(cast, demo_session, open_browser):
+def test_the_session_picker_says_each_session_in_words(cast, demo_session, open_browser):
     page = open_browser()
     log_in(page, cast.owner)
     page.get_by_role("button", name="Tess", exact=True).click()
     picker = page.get_by_label("Session", exact=True)
-    expect(picker.locator("option:checked")).to_contain_text(": healthy)")
+    # A healthy runtime goes unsaid: the title and the status, nothing of the provider's internals.
+    expect(picker.locator("option:checked")).to_have_text(re.compile(r"^demo — running(, [a-z ]+)?$"))
 
 
 def test_a_member_without_a_session_sees_the_drawer_say_so(cast, open_browser):
@@ -99,5 +102,5 @@ def test_coding_work_becomes_a_handoff_card_with_its_status(cast, demo_session, 
     box.fill("implement the login page")
     box.press("Enter")
     handoff = page.locator(".tess-card-handoff")
-    expect(handoff.locator(".tess-card-title")).to_have_text("Hand-off to Mos")
-    expect(handoff.locator(".tess-card-status")).to_have_text("Status: queued")
+    expect(handoff.locator(".tess-card-title")).to_have_text(re.compile(r"^Hand-off to Mos"))
+    expect(handoff.locator(".tess-card-status")).to_have_text(re.compile(r"^(Queued for Mos|Sent to Mos)\.$"))

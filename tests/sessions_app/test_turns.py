@@ -69,7 +69,7 @@ def test_a_conversation_turn_is_answered_and_both_events_reach_the_stream(cast, 
     assert [e["kind"] for e in body["events"]] == ["turn.in", "turn.out"]
     turn_in, turn_out = body["events"]
     assert turn_in["body"] == {"turn_id": body["turn_id"], "channel": "cli", "text": "hello Tess"}
-    assert turn_out["body"] == {"turn_id": body["turn_id"], "text": body["reply"], "recalled_count": 0}
+    assert turn_out["body"] == {"turn_id": body["turn_id"], "text": body["reply"], "recalled_count": 0, "recalled": []}
     stream = api_as(cast.owner).get(f"/api/v1/sessions/{session.pk}/events/").json()["events"]
     assert [e["kind"] for e in stream] == ["turn.in", "turn.out"]
 
@@ -374,3 +374,36 @@ def test_unreadable_memory_is_said_and_the_turn_is_still_answered(cast, api_as, 
     assert body["events"][1]["body"]["code"] == "memory_unavailable"
     assert body["memory"]["recalled_count"] == 0
     assert kinds(session) == ["turn.in", "system", "turn.out"]
+
+
+def test_the_same_remember_twice_while_its_card_waits_points_at_that_card(cast, api_as, session):
+    client = api_as(cast.owner)
+    first = turn(client, session, "remember that I lead with sev0").json()
+    second = turn(client, session, "remember that I lead with sev0").json()
+    assert Card.objects.filter(status="pending").count() == 1
+    assert second["cards"][0]["id"] == first["cards"][0]["id"]
+    assert "already waiting" in second["reply"]
+    card_events = [e for e in second["events"] if e["kind"] == "card"]
+    assert card_events == []  # nothing new was parked, so the stream gains no card event
+
+    # Once that card is decided, saying it again parks a fresh one; a different note is its own card.
+    client.post(f"/api/v1/cards/{first['cards'][0]['id']}/dismiss/", format="json")
+    third = turn(client, session, "remember that I lead with sev0").json()
+    assert third["cards"][0]["id"] != first["cards"][0]["id"] and "parked" in third["reply"]
+    other = turn(client, session, "remember that I lead with sev1").json()
+    assert other["cards"][0]["id"] != third["cards"][0]["id"]
+    assert Card.objects.filter(status="pending").count() == 2
+
+
+def test_cards_and_approvals_list_by_session(cast, api_as, session):
+    client = api_as(cast.owner)
+    turn(client, session, "remember that I lead with sev0")
+    turn(client, session, "terminate this session")
+    elsewhere = str(uuid.uuid4())
+    cards = client.get(f"/api/v1/cards/?session_id={session.pk}").json()["results"]
+    approvals = client.get(f"/api/v1/approvals/?session_id={session.pk}").json()["results"]
+    assert len(cards) == 1 and cards[0]["session_id"] == str(session.pk)
+    assert len(approvals) == 1 and approvals[0]["action"] == "session.terminate"
+    assert client.get(f"/api/v1/cards/?session_id={elsewhere}").json()["results"] == []
+    assert client.get(f"/api/v1/approvals/?session_id={elsewhere}").json()["results"] == []
+    assert client.get("/api/v1/cards/?session_id=not-a-uuid").status_code == 400
