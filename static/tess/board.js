@@ -2,8 +2,7 @@
 
 Each "row" frame is a session the viewer may see whose state changed: its row is updated in place, removed
 when it no longer matches the page's filters, or added at the top of the first page. Clicking a title opens
-the session in the Tess drawer: a cancelable "tess:open-session" event first (a drawer that handles it calls
-preventDefault), otherwise the drawer's own session picker is set and the drawer opened. */
+the session in the Tess drawer through the drawer's own Tess.openSession (static/tess/drawer.js). */
 (function () {
   "use strict";
   const board = document.getElementById("tess-board");
@@ -144,24 +143,13 @@ preventDefault), otherwise the drawer's own session picker is set and the drawer
 
   // --- open in the drawer --------------------------------------------------------------------------
 
-  function openInDrawer(id, title) {
-    const event = new CustomEvent("tess:open-session", { detail: { id }, cancelable: true });
-    if (!document.dispatchEvent(event)) return;
-    const picker = document.getElementById("tess-session");
-    const drawer = document.getElementById("tess-drawer");
-    const toggle = document.getElementById("tess-toggle");
-    if (!picker) return;
-    if (!Array.from(picker.options).some((option) => option.value === id)) {
-      picker.append(new Option(title, id));
-    }
-    picker.value = id;
-    picker.dispatchEvent(new Event("change", { bubbles: true }));
-    if (drawer && drawer.hidden && toggle) toggle.click();
+  function openInDrawer(id) {
+    if (window.Tess && window.Tess.openSession) window.Tess.openSession(id);
   }
 
   rows.addEventListener("click", (event) => {
     const button = event.target.closest(".tess-board-open");
-    if (button) openInDrawer(button.dataset.id, button.textContent);
+    if (button) openInDrawer(button.dataset.id);
   });
 
   refreshTimes();
