@@ -1,6 +1,7 @@
 """Settings for the test suite. ``DATABASE_URL``/``REDIS_URL`` come from ``make test`` (real PostgreSQL and Redis)."""
 
 import os
+import tempfile
 
 from .base import *  # noqa: F403
 from .base import CHANNEL_LAYERS, INSTALLED_APPS, REDIS_URL
@@ -33,5 +34,7 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
 
 # Rows built by tests/factories.py are bound to the instance "nowhere": a configured tmux instance whose
 # server never runs, so a session on it answers nothing, yet may be asked to terminate (an unconfigured
-# instance offers no terminate, and the request fails closed before any approver is asked).
-TESS_RUNTIME_PROVIDERS.setdefault("nowhere", {"kind": "tmux", "socket": f"test-nowhere-{os.getpid()}.sock"})  # noqa: F405
+# instance offers no terminate, and the request fails closed before any approver is asked). Its socket path is
+# absolute and short: a child server resolves a relative one under its own (long) state directory.
+_NOWHERE = os.path.join(tempfile.gettempdir(), f"tess-nowhere-{os.getpid()}.sock")  # never created
+TESS_RUNTIME_PROVIDERS.setdefault("nowhere", {"kind": "tmux", "socket": _NOWHERE})  # noqa: F405

@@ -135,7 +135,7 @@ def test_the_memory_page_in_plain_words(cast, open_browser, width, height, schem
     remember(cast, "Ship the billing migration before Friday.", category="standing_initiative")
     page = open_browser(width=width, height=height, color_scheme=scheme)
     log_in(page, cast.owner)
-    page.get_by_role("link", name="Your memory").click()
+    page.locator("#user-tools").get_by_role("link", name="Your memory").click()
     page.wait_for_url("**/memory/")
     content = page.locator("#content")
     for text in ("Preferences", "Current focus", "Pinned items", "Up to 12 notes, kept until you delete them."):

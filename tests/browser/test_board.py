@@ -49,7 +49,10 @@ def test_the_board_lists_states_and_follows_an_agent_that_starts_waiting(
 ) -> None:
     workdir = tmp_path.resolve()
     agent = _asking_agent(cast, demo_tmux, settings, workdir)
-    docs = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="Nightly docs", agent_state="idle")
+    # On an instance this server does not run, so its pump leaves the row as written.
+    docs = SessionFactory.create(
+        owner=cast.owner, tenant=cast.acme, title="Nightly docs", provider_instance="pi-main", agent_state="idle"
+    )
     Card.objects.create(tenant=cast.acme, owner=cast.owner, kind="memory", session_id=str(docs.pk), correlation_id="c")
     shared = SessionFactory.create(
         owner=cast.teammate, tenant=cast.acme, title="Review PR 42", provider_instance="pi-main", agent_state="working"

@@ -38,7 +38,7 @@ def test_an_approver_who_was_logged_out_finds_the_request_in_the_inbox_and_appro
     expect(approver.get_by_role("button", name="Tess", exact=True)).to_have_accessible_description(
         "1 item in your inbox"
     )
-    approver.get_by_role("link", name="Inbox", exact=True).click()
+    approver.locator("#user-tools").get_by_role("link", name="Inbox", exact=True).click()
     row = approver.locator("#tess-inbox-page-items, #content").locator("tr.tess-inbox-item")
     expect(row).to_have_count(1)
     expect(row).to_contain_text(f"Approve session.terminate on session {demo_session.pk}")
