@@ -135,16 +135,17 @@ METADATA_FIELDS = [
 ]
 
 
-@admin.register(OperatorMemory)
-class OperatorMemoryMetadataAdmin(admin.ModelAdmin):
-    list_display = tuple(METADATA_FIELDS)
+class _ListOnlyAdmin(admin.ModelAdmin):
+    """A read-only list of ``shown`` columns, limited to the tenants the viewer may read: no detail page, no
+    actions, no writes. The rows' other columns (memory text) are never loaded."""
+
+    shown: list[str] = []
+    owner_field = "operator_id"
     list_display_links = None
-    list_filter = [TenantFilter, "category"]
-    list_select_related = ["tenant", "operator"]
     actions = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset = super().get_queryset(request).only(*METADATA_FIELDS, "tenant_id", "operator_id")
+        queryset = super().get_queryset(request).only(*self.shown, "tenant_id", self.owner_field)
         ids = readable_tenant_ids(request)
         return queryset if ids is None else queryset.filter(tenant_id__in=ids)
 
@@ -163,6 +164,14 @@ class OperatorMemoryMetadataAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(OperatorMemory)
+class OperatorMemoryMetadataAdmin(_ListOnlyAdmin):
+    shown = METADATA_FIELDS
+    list_display = tuple(METADATA_FIELDS)
+    list_filter = [TenantFilter, "category"]
+    list_select_related = ["tenant", "operator"]
 
 
 # --- operational memory (lifecycle captures): ids only ---------------------------------------------------------
@@ -176,30 +185,9 @@ CAPTURE_FIELDS = ["id", "tenant", "owner", "session", "source", "channel", "corr
 
 
 @admin.register(OperationalMemoryRecord)
-class OperationalMemoryRecordAdmin(admin.ModelAdmin):
+class OperationalMemoryRecordAdmin(_ListOnlyAdmin):
+    shown = CAPTURE_FIELDS
+    owner_field = "owner_id"
     list_display = tuple(CAPTURE_FIELDS)
-    list_display_links = None
     list_filter = [TenantFilter, "source"]
     list_select_related = ["tenant", "owner"]
-    actions = None
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset = super().get_queryset(request).only(*CAPTURE_FIELDS, "tenant_id", "owner_id")
-        ids = readable_tenant_ids(request)
-        return queryset if ids is None else queryset.filter(tenant_id__in=ids)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        ids = readable_tenant_ids(request)
-        return ids is None or bool(ids)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return obj is None and self.has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
