@@ -92,15 +92,24 @@ _APPEND = f"""
 """  # noqa: S608 (table names are the models')
 
 
+def _head_row(tenant_id: int) -> tuple[int, str] | None:
+    with hot_cursor() as cursor:
+        cursor.execute(_LOCK_HEAD, [tenant_id])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1])
+
+
 def _lock_head(tenant_id: int) -> tuple[int, str]:
     """The tenant chain's head, locked until the transaction ends; created on the tenant's first event."""
     if connection.vendor == "postgresql":
-        with hot_cursor() as cursor:
-            cursor.execute(_LOCK_HEAD, [tenant_id])
-            row = cursor.fetchone()
+        row = _head_row(tenant_id)
         if row is not None:
-            return row[0], row[1]
+            return row
         if AuditEvent.objects.filter(tenant_id=tenant_id).exists():
+            # A concurrent first writer may have committed the head and its first row since the head was read.
+            row = _head_row(tenant_id)
+            if row is not None:
+                return row
             logger.error("audit chain head of tenant %s is missing: run tess_audit_verify --repair-head", tenant_id)
             raise AuditUnavailable()
     AuditChainHead.objects.get_or_create(tenant_id=tenant_id)
