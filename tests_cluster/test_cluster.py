@@ -103,6 +103,13 @@ def _kinds(session_id: str, kind: str) -> list[dict[str, Any]]:
     return [e.body for e in SessionEvent.objects.filter(session_id=session_id, kind=kind).order_by("seq")]
 
 
+def _lifecycle(session_id: str) -> list[str]:
+    """The session's statuses in order, each once: agent-state changes are status events too, with the same
+    status repeated beside the new agent state."""
+    statuses = [body["status"] for body in _kinds(session_id, "status")]
+    return [status for i, status in enumerate(statuses) if i == 0 or status != statuses[i - 1]]
+
+
 def _output(session_id: str) -> str:
     return "".join(body["data"] for body in _kinds(session_id, "output"))
 
@@ -245,7 +252,7 @@ def test_an_approval_decided_on_two_nodes_at_once_terminates_the_session_exactly
     assert ApprovalExecution.objects.filter(approval_id=approval_id).count() == 1
     executions = AuditEvent.objects.filter(action="session.terminate", target_id=session_id, outcome="executed")
     assert executions.count() == 1
-    assert [body["status"] for body in _kinds(session_id, "status")] == ["running", "terminated"]
+    assert _lifecycle(session_id) == ["running", "terminated"]
     assert [body["status"] for body in _kinds(session_id, "approval")].count("executed") == 1
     assert Session.objects.get(pk=session_id).status == "terminated"
     assert runtime_id not in _tmux_sessions(cluster)
@@ -350,7 +357,7 @@ def test_a_redis_restart_loses_no_event_and_no_durable_work(cluster: Cluster, ca
     assert wait_for(lambda: _execution(approval_id) == "executed", timeout=60), cluster.logs()
     assert ApprovalExecution.objects.get(approval_id=approval_id).attempts == 1
     assert AuditEvent.objects.filter(action="session.terminate", target_id=doomed, outcome="executed").count() == 1
-    assert [body["status"] for body in _kinds(doomed, "status")] == ["running", "terminated"]
+    assert _lifecycle(doomed) == ["running", "terminated"]
 
 
 # --- e. the database drops its connections ----------------------------------------------------------------
