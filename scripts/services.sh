@@ -80,6 +80,13 @@ ensure_test_services() {
     fi
   fi
   if [ -z "${REDIS_URL:-}" ]; then
-    if start_redis; then export REDIS_URL="redis://127.0.0.1:$REDIS_PORT/15"; else missing+=("REDIS"); fi
+    # Database 15 belongs to the suite: it starts empty, so a killed run's queued tasks and channel groups
+    # cannot reach the next run's servers.
+    if start_redis; then
+      export REDIS_URL="redis://127.0.0.1:$REDIS_PORT/15"
+      redis-cli -h 127.0.0.1 -p "$REDIS_PORT" -n 15 flushdb >/dev/null
+    else
+      missing+=("REDIS")
+    fi
   fi
 }
