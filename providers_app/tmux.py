@@ -258,6 +258,8 @@ class TmuxProvider(AgentRuntimeProvider):
         screen: list[str] = []
         if not dead:
             screen = self.cli.run("capture-pane", "-p", "-t", row["pane_id"]).split("\n")
+        elif not row["pane_dead_status"] and not row["pane_dead_signal"]:
+            row = {**row, **self._collect_exit(row["pane_id"])}
         try:
             written = (self._session_dir(ref) / f"{row['pane_id']}{LOG_SUFFIX}").stat().st_mtime
             quiet_for: float | None = max(time.time() - written, 0.0)
@@ -273,6 +275,19 @@ class TmuxProvider(AgentRuntimeProvider):
             quiet_for=quiet_for,
         )
         return classify(facts, self.pane_rules)
+
+    def _collect_exit(self, pane_id: str) -> dict[str, str]:
+        """How a dead pane ended, once tmux has reaped its process.
+
+        tmux learns a pane's exit status when it reaps the process on ``SIGCHLD``, and it now and then
+        misses one: the pane then reads dead with no status, its process a zombie, until some other child
+        of the server exits (seen for over ten seconds with twenty busy panes). A ``run-shell`` job is such
+        a child: the server reaps every exited child when the job ends, and only then runs the next command.
+        """
+        fields = ("pane_dead_status", "pane_dead_signal")
+        out = self.cli.run("run-shell", "true", ";", "display-message", "-p", "-t", pane_id, row_format(fields))
+        rows = parse_rows(out, fields)
+        return rows[0] if rows else {}
 
     # --- actions -------------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Order of the rules (the first that applies wins):
 
 1. the pane is dead (``remain-on-exit``): exit status 0 is ``ended``, another status or a signal ``error``
-   (until tmux has collected either, ``unknown``);
+   (while neither is known, ``unknown``: the provider first has tmux reap its exited children, so this is
+   a process that closed its terminal and still runs);
 2. it wrote output within ``quiet_seconds``: ``working`` (a program that keeps redrawing is busy, whatever
    its screen shows);
 3. the cursor line matches a ``waiting_patterns`` entry (``Continue? [y/N]``, ``Press Enter``, a

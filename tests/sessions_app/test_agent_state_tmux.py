@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,14 @@ import pytest
 from django.core.management import call_command
 from django.utils.dateparse import parse_datetime
 
+from providers_app.contract import AgentObservation, AgentState
 from providers_app.registry import get_provider, reset_instances
 from sessions_app import services
 from sessions_app.models import Session
 from tess_site.accounts import services as accounts
 from tess_site.scope import Role
 from tests.conftest import Cast, scope_of
+from tests.waiting import wait_for
 
 from .agent_state_helpers import WORK, announced, configure, pump_for, pump_until, pump_until_state, run_script
 from .conftest import TmuxInstance
@@ -74,6 +77,29 @@ def test_a_command_that_exits_is_an_error_unless_its_status_is_zero(
     pump_for([session], 2.0)  # later looks at the same dead pane add nothing
 
     assert announced(Session.objects.get(pk=done.pk)) == ["working", state]
+
+
+def test_a_dead_pane_whose_process_still_runs_is_unknown_until_it_exits_with_its_status(
+    cast: Cast, tmux: TmuxInstance, settings: Any, tmp_path: Path
+) -> None:
+    """tmux calls a pane dead once nothing holds its terminal (the hang-up it then sends is ignored here), but
+    learns how it ended only when the process is reaped: asked in between, the honest answer is unknown."""
+    provider = configure(settings, tmux)
+    script = 'cd "$1"\n' + WORK.format(flag="detach") + "trap '' HUP; exec </dev/null >/dev/null 2>&1\n"
+    script += WORK.format(flag="stop") + "exit 4\n"
+    session = run_script(cast, provider, tmp_path, script, remain=True)
+    scope = scope_of(cast.owner, cast.acme)
+    (tmp_path / "detach").touch()
+
+    def look(done: Callable[[AgentObservation], bool]) -> AgentObservation | None:
+        observation = provider.agent_state(session.runtime_ref, scope)
+        return observation if done(observation) else None
+
+    detached = wait_for(lambda: look(lambda o: o.state == AgentState.UNKNOWN), "the pane to read dead")
+    assert detached.reason == "exit status not known yet"
+    (tmp_path / "stop").touch()
+    ended = wait_for(lambda: look(lambda o: o.state != AgentState.UNKNOWN), "the exit status")
+    assert (ended.state, ended.reason) == (AgentState.ERROR, "exited with status 4")
 
 
 @pytest.mark.parametrize(
