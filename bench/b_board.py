@@ -6,8 +6,9 @@ process runs ``session_pump`` every ``TESS_PUMP_INTERVAL_MS`` as the workers do;
 app, channels-redis) serves the owner's ``/ws/me/`` and the session's stream. Measured over
 ``BENCH_BOARD_TRIALS`` (50) trials: from the agent asking to the ``inbox.item`` arriving on ``/ws/me/``;
 baseline, in the same run: from a ``mark`` line being printed to it arriving on the stream socket. A question
-is only a question once the pane has been quiet for the instance's ``quiet_seconds`` and the state has held
-for its debounce, so the target is p95 at most 2x the output p95 plus those two (and at most 2 s beyond them).
+is only a question once the pane has been quiet for the instance's ``quiet_seconds`` and has stood for its
+debounce since the output stopped (the longer of the two: the hold), so the targets are p95 at most 2 s, and
+at most 2x the output p95 plus the hold.
 
 Board page: 1,000 running sessions of one owner; ``GET /board/`` (a page of 50 rows with counts) beside
 ``GET /api/v1/sessions/`` (one page of the list, up to 200 rows), both through Django's test client, the
@@ -143,18 +144,19 @@ def _waiting_to_inbox(scope: Any, token: str, redis_url: str) -> list[Row]:
         if frame.get("kind") == "output":
             marks = [float(m) for m in MARK.findall(frame["body"].get("data", ""))]
             outputs.extend((received - mark) * 1000 for mark in marks if mark >= started)
-    held = (quiet + provider.agent_state_debounce) * 1000
+    held = max(quiet, provider.agent_state_debounce) * 1000
     p50, p95 = percentile(waits, 0.5), percentile(waits, 0.95)
     out50, out95 = percentile(outputs, 0.5), percentile(outputs, 0.95)
+    verdict = "PASS" if p95 <= 2000 and p95 <= 2 * out95 + held else "MISS"
     print(
         f"board: waiting -> /ws/me/ over {len(waits)} trials p50 {p50:.0f} ms p95 {p95:.0f} ms; output -> stream "
-        f"over {len(outputs)} lines p50 {out50:.0f} ms p95 {out95:.0f} ms; quiet + debounce {held:.0f} ms; "
-        f"target p95 <= {2 * out95 + held:.0f} ms and <= {2000 + held:.0f} ms"
+        f"over {len(outputs)} lines p50 {out50:.0f} ms p95 {out95:.0f} ms; hold {held:.0f} ms; "
+        f"target p95 <= 2000 ms and <= {2 * out95 + held:.0f} ms: {verdict}"
     )
     return [
         Row("board: waiting -> inbox on /ws/me/ p50", "pane output -> stream p50", out50, p50, "ms"),
         Row("board: waiting -> inbox on /ws/me/ p95", "pane output -> stream p95", out95, p95, "ms"),
-        Row("board: same p95 beyond quiet + debounce", "pane output -> stream p95", out95, p95 - held, "ms"),
+        Row("board: same p95 beyond the hold", "pane output -> stream p95", out95, p95 - held, "ms"),
     ]
 
 

@@ -1,7 +1,8 @@
 """Which agent-state change the pump announces: the debounce over what providers observe.
 
 A provider says what its runtime shows at each look (``AgentRuntimeProvider.agent_state``). A new state is
-announced once it has held for the provider's debounce (a prompt flashed between redraws is not a question);
+announced once it has held for the provider's debounce (a prompt flashed between redraws is not a question),
+counted from when the runtime says it began where it can say so;
 ``error`` and ``ended`` are facts and are announced at once; ``unknown`` only once the provider has been unable
 to tell for ``UNKNOWN_HOLD_SECONDS`` (a dead pane whose exit status tmux has not collected yet is a moment's
 doubt, not a state worth showing). The state the runtime shows but has not yet
@@ -39,19 +40,20 @@ def step(
 ) -> Step:
     """The change after observing ``observed`` at ``now``, given the row's announced and pending states.
 
-    The debounce counts from the first look that saw the state, so a runtime that stalls for a moment is
-    not taken at its word at once. ``observed_since`` (when the runtime says the state began, tmux: its last
-    output) becomes the announced ``since``, never earlier than the announced state's own start.
+    The debounce counts from when the runtime says the state began (``observed_since``; tmux: its last
+    output, for a pane gone quiet), or else from the first look that saw the state, so a runtime that
+    stalls for a moment is not taken at its word at once. That start becomes the announced ``since``,
+    never earlier than the announced state's own start.
     """
     if observed == current:
         return Step({"agent_state_seen": "", "agent_state_seen_since": None} if seen else {}, announce=False)
     if observed != seen or seen_since is None:
         seen_since = now
+    began = min(observed_since or seen_since, seen_since)
+    if current_since is not None:
+        began = max(began, current_since)
     hold = max(debounce, UNKNOWN_HOLD_SECONDS) if observed == AgentState.UNKNOWN else debounce
-    if observed in FINAL_AGENT_STATES or now - seen_since >= timedelta(seconds=hold):
-        began = min(observed_since or seen_since, seen_since)
-        if current_since is not None:
-            began = max(began, current_since)
+    if observed in FINAL_AGENT_STATES or now - began >= timedelta(seconds=hold):
         fields = {
             "agent_state": observed.value,
             "agent_state_since": began,
