@@ -1,7 +1,11 @@
-/* The /inbox/ page's Web Push switch: registers the service worker, subscribes with the server's VAPID key,
-   and sends the subscription (endpoint and keys) to the server; unsubscribing removes it on both sides. */
+/* The /inbox/ page: "Open in the drawer" for a session that waits, and the Web Push switch, which registers
+   the service worker, subscribes with the server's VAPID key and sends the subscription (endpoint and keys)
+   to the server; unsubscribing removes it on both sides. */
 (function () {
   "use strict";
+  document.querySelectorAll(".tess-open-session").forEach((button) =>
+    button.addEventListener("click", () => window.Tess.openSession(button.dataset.session)),
+  );
   const box = document.getElementById("tess-push");
   if (!box || !box.dataset.vapidKey) return;
   const state = document.getElementById("tess-push-state");

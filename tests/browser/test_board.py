@@ -94,6 +94,15 @@ def test_the_board_lists_states_and_follows_an_agent_that_starts_waiting(
     expect(page.locator("#tess-session")).to_have_value(str(agent.pk))
     expect(page.locator("#tess-output")).to_contain_text("Continue? [y/N]", timeout=30_000)
 
+    # The inbox page lists it too, beside the drawer's own list, and opens it in the drawer.
+    page.locator("#tess-session").select_option(str(docs.pk))
+    page.goto("/inbox/")
+    expect(page.locator("#tess-drawer #tess-inbox [data-kind=session_waiting]")).to_contain_text("Refactor billing")
+    page.get_by_role("button", name="Close Tess").click()
+    page.locator("#tess-inbox-page").get_by_role("button", name="Open in the drawer").click()
+    expect(page.locator("#tess-drawer")).to_be_visible()
+    expect(page.locator("#tess-session")).to_have_value(str(agent.pk))
+
     for width, height in ((1280, 800), (390, 844)):
         for scheme in ("light", "dark"):
             shot = open_browser(width=width, height=height, color_scheme=scheme)
