@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from django.apps import apps
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -84,6 +85,8 @@ def housekeeping() -> None:
 def _run() -> None:
     interval = settings.TESS_PUMP_INTERVAL_MS / 1000
     last_housekeeping = 0.0
+    while not apps.ready and not _stop.wait(0.05):
+        pass  # started from an AppConfig.ready(): the database is the app registry's once every app is ready
     while not _stop.is_set():
         close_old_connections()
         try:
