@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 venv_install requirements-dev.txt
 if [ -z "${DATABASE_URL:-}" ]; then
   start_postgres || start_throwaway_postgres || { echo "make bench needs PostgreSQL" >&2; exit 1; }
-  ensure_database tess_bench
-  export DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/tess_bench"
+  # One database per checkout: two checkouts' benchmarks at once must not share (or drop) each other's.
+  name="tess_bench_$(pwd | cksum | cut -d' ' -f1)"
+  ensure_database "$name"
+  export DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/$name"
 fi
 PYTHONPATH=. DJANGO_SETTINGS_MODULE=tess_site.settings.test .venv/bin/python bench/run.py
