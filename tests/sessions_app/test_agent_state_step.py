@@ -45,45 +45,32 @@ def test_a_waiting_prompt_is_announced_after_the_debounce():
     assert held.announce and held.fields["agent_state"] == "waiting_for_input"
 
 
-def test_a_quiet_pane_s_prompt_counts_its_hold_from_when_the_output_stopped():
-    stopped = T0 - timedelta(seconds=1.2)  # what tmux says: the last output, before the first look
-    held = step(
+
+def _quiet(observed, *, began, current_since=T0 - timedelta(minutes=1)):
+    """A look at T0 at a pane whose runtime says ``observed`` began at ``began``; tmux's 1 s debounce."""
+    return step(
         current="working",
-        current_since=T0 - timedelta(minutes=1),
+        current_since=current_since,
         seen="",
         seen_since=None,
-        observed=AgentState.WAITING_FOR_INPUT,
-        observed_since=stopped,
+        observed=observed,
+        observed_since=began,
         now=T0,
         debounce=1.0,
     )
+
+
+def test_a_quiet_pane_s_prompt_counts_its_hold_from_when_the_output_stopped():
+    stopped = T0 - timedelta(seconds=1.2)  # what tmux says: the last output, before the first look
+    held = _quiet(AgentState.WAITING_FOR_INPUT, began=stopped)
     assert held.announce and held.fields["agent_state_since"] == stopped
 
 
 def test_a_prompt_that_has_not_stood_for_the_debounce_waits_for_the_next_look():
-    early = step(
-        current="working",
-        current_since=T0 - timedelta(minutes=1),
-        seen="",
-        seen_since=None,
-        observed=AgentState.WAITING_FOR_INPUT,
-        observed_since=T0 - timedelta(seconds=0.4),
-        now=T0,
-        debounce=1.0,
-    )
+    early = _quiet(AgentState.WAITING_FOR_INPUT, began=T0 - timedelta(seconds=0.4))
     assert not early.announce and early.fields["agent_state_seen"] == "waiting_for_input"
 
 
 def test_a_state_cannot_have_stood_since_before_the_announced_one_began():
-    announced_at = T0 - timedelta(seconds=0.5)
-    look = step(
-        current="working",
-        current_since=announced_at,
-        seen="",
-        seen_since=None,
-        observed=AgentState.IDLE,
-        observed_since=T0 - timedelta(seconds=30),
-        now=T0,
-        debounce=1.0,
-    )
+    look = _quiet(AgentState.IDLE, began=T0 - timedelta(seconds=30), current_since=T0 - timedelta(seconds=0.5))
     assert not look.announce  # it has stood only since working was announced, half a second
