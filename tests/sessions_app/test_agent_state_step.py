@@ -45,7 +45,6 @@ def test_a_waiting_prompt_is_announced_after_the_debounce():
     assert held.announce and held.fields["agent_state"] == "waiting_for_input"
 
 
-
 def _quiet(observed, *, began, current_since=T0 - timedelta(minutes=1)):
     """A look at T0 at a pane whose runtime says ``observed`` began at ``began``; tmux's 1 s debounce."""
     return step(
