@@ -10,14 +10,15 @@ from sessions_app.agent_state import UNKNOWN_HOLD_SECONDS, step
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def _look(observed, *, at, seen="", seen_since=None, current="working"):
+def _look(observed, *, at=T0, seen="", seen_since=None, current_since=T0 - timedelta(minutes=1), began=None):
+    """A look at ``at`` by a provider with a 1.5 s debounce; ``began``: when the runtime says the state began."""
     return step(
-        current=current,
-        current_since=T0 - timedelta(minutes=1),
+        current="working",
+        current_since=current_since,
         seen=seen,
         seen_since=seen_since,
         observed=observed,
-        observed_since=None,
+        observed_since=began,
         now=at,
         debounce=1.5,
     )
@@ -45,31 +46,17 @@ def test_a_waiting_prompt_is_announced_after_the_debounce():
     assert held.announce and held.fields["agent_state"] == "waiting_for_input"
 
 
-def _quiet(observed, *, began, current_since=T0 - timedelta(minutes=1)):
-    """A look at T0 at a pane whose runtime says ``observed`` began at ``began``; tmux's 1 s debounce."""
-    return step(
-        current="working",
-        current_since=current_since,
-        seen="",
-        seen_since=None,
-        observed=observed,
-        observed_since=began,
-        now=T0,
-        debounce=1.0,
-    )
-
-
 def test_a_quiet_pane_s_prompt_counts_its_hold_from_when_the_output_stopped():
-    stopped = T0 - timedelta(seconds=1.2)  # what tmux says: the last output, before the first look
-    held = _quiet(AgentState.WAITING_FOR_INPUT, began=stopped)
+    stopped = T0 - timedelta(seconds=1.6)  # what tmux says: the last output, before the first look
+    held = _look(AgentState.WAITING_FOR_INPUT, began=stopped)
     assert held.announce and held.fields["agent_state_since"] == stopped
 
 
 def test_a_prompt_that_has_not_stood_for_the_debounce_waits_for_the_next_look():
-    early = _quiet(AgentState.WAITING_FOR_INPUT, began=T0 - timedelta(seconds=0.4))
+    early = _look(AgentState.WAITING_FOR_INPUT, began=T0 - timedelta(seconds=1.0))
     assert not early.announce and early.fields["agent_state_seen"] == "waiting_for_input"
 
 
 def test_a_state_cannot_have_stood_since_before_the_announced_one_began():
-    look = _quiet(AgentState.IDLE, began=T0 - timedelta(seconds=30), current_since=T0 - timedelta(seconds=0.5))
+    look = _look(AgentState.IDLE, began=T0 - timedelta(seconds=30), current_since=T0 - timedelta(seconds=0.5))
     assert not look.announce  # it has stood only since working was announced, half a second
