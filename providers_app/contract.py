@@ -181,6 +181,10 @@ class OutputChunk:
     # as a checkpoint event: ``{"kind", "entry_id", "summary", "first_kept_entry_id", "tokens_before"}``.
     # Such a chunk usually carries no ``data``.
     checkpoint: dict[str, Any] | None = None
+    # A billable step the runtime recorded (pi: an assistant message's ``usage``), for sessions_app's usage
+    # ledger: ``{"ref", "model", "input", "output", "cache_read", "cache_write", "cost", "currency"}``; ``ref``
+    # is the runtime's own id for the step, so a re-read records it once; ``cost`` None when not reported.
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

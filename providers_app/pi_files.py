@@ -166,6 +166,36 @@ def checkpoint_of(entry: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def usage_of(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """An assistant message's ``usage`` (pi-ai's ``Usage``: tokens, and the cost pi priced them at in US
+    dollars from its model registry). A cost of 0 for tokens that were spent means pi had no price for the
+    model: not reported, so the ledger prices it from its own table or calls it unpriced."""
+    message = entry.get("message") if entry.get("type") == "message" else None
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return None
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def tokens(name: str) -> int:
+        value = usage.get(name)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    counts = {"input": tokens("input"), "output": tokens("output")}
+    counts |= {"cache_read": tokens("cacheRead"), "cache_write": tokens("cacheWrite")}
+    cost = usage.get("cost")
+    total = cost.get("total") if isinstance(cost, dict) else None
+    spent = any(counts.values())
+    reported = isinstance(total, (int, float)) and total >= 0 and (total > 0 or not spent)
+    return {
+        "ref": f"pi:{entry.get('id', '')}",
+        "model": str(message.get("model") or "")[:128],
+        **counts,
+        "cost": str(total) if reported else None,
+        "currency": "USD",
+    }
+
+
 def refresh_summary(path: Path, summary: Summary) -> Summary:
     """Read only what was appended since the last call (files are append-only)."""
     stat = path.stat()
@@ -241,12 +271,14 @@ def read_page(path: Path, cursor: str | None, limit: int, max_entries: int = 500
             if within > len(text):
                 raise InvalidInput("The stream cursor is past the entry's text.", details={"cursor": "unknown"})
             source = str(entry.get("id", "")) if entry is not None else ""
-            checkpoint = checkpoint_of(entry) if entry is not None and within == 0 else None
+            first = entry is not None and within == 0
+            checkpoint = checkpoint_of(entry) if first and entry is not None else None
+            usage = usage_of(entry) if first and entry is not None else None
             rest = text[within:]
             taken = utf8_prefix(rest, budget) if rest else 0
             done = within + taken >= len(text)
             after = f"{next_offset}.0" if done else f"{start}.{within + taken}"
-            if taken or checkpoint is not None:
+            if taken or checkpoint is not None or usage is not None:
                 chunks.append(
                     OutputChunk(
                         data=rest[:taken].decode(errors="replace"),
@@ -254,6 +286,7 @@ def read_page(path: Path, cursor: str | None, limit: int, max_entries: int = 500
                         next_cursor=after,
                         source=source,
                         checkpoint=checkpoint,
+                        usage=usage,
                     )
                 )
                 budget -= taken

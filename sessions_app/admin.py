@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from tess_site.admin import ReadOnlyTenantScopedAdmin, TenantFilter, readable_tenant_ids
 from tess_site.audit.models import AuditEvent
 
-from .models import Session, SessionEvent, SessionMigration
+from .models import Session, SessionEvent, SessionMigration, UsageRecord
 
 
 class _ActorFilter(admin.SimpleListFilter):
@@ -167,3 +167,34 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(_ReadOnlyTenantAdmin):
+    """The usage ledger, read-only: rows are only ever appended by the sources that report them."""
+
+    list_display = [
+        "recorded_at",
+        "tenant",
+        "operator",
+        "session",
+        "provider_instance",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost",
+        "currency",
+        "cost_source",
+    ]
+    list_filter = [
+        TenantFilter,
+        "cost_source",
+        "provider_instance",
+        "model",
+        ("recorded_at", admin.DateFieldListFilter),
+    ]
+    search_fields = ["source_ref", "operator__username", "session__title"]
+    list_select_related = ["tenant", "operator", "session"]
+    date_hierarchy = "recorded_at"

@@ -308,3 +308,50 @@ class TurnRun(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.turn_id}"
+
+
+class CostSource(models.TextChoices):
+    REPORTED = "reported", "reported by the runtime or the model API"
+    PRICED = "priced", "priced by Tess from its price table"
+    UNPRICED = "unpriced", "tokens known, no price for the model"
+
+
+class UsageRecord(models.Model):
+    """One billable step of an agent or of Tess's own model: the usage ledger, append-only.
+
+    ``source_ref`` is the step's id where it was recorded (``pi:<entry id>``, ``turn:<turn id>``): unique per
+    session, so re-reading a file or replaying a result never counts a step twice. ``cost`` is null unless
+    ``cost_source`` is ``reported`` or ``priced``; an unpriced step is never a zero.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage")
+    operator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    provider_instance = models.CharField(max_length=64)
+    model = models.CharField(max_length=128, blank=True)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=8, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    cost_source = models.CharField(max_length=16, choices=CostSource.choices)
+    source_ref = models.CharField(max_length=128)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "source_ref"], name="usage_one_row_per_source_step"),
+            models.CheckConstraint(
+                condition=Q(cost__isnull=True) | Q(cost_source__in=["reported", "priced"]),
+                name="usage_cost_only_when_known",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "operator", "recorded_at"]),
+            models.Index(fields=["tenant", "recorded_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"usage {self.source_ref} ({self.session_id})"

@@ -27,6 +27,7 @@ from .models import (
     SessionGroupObjectPermission,
     SessionMigration,
     SessionUserObjectPermission,
+    UsageRecord,
 )
 from .stream import EventKind
 
@@ -214,3 +215,12 @@ def bound_runtime_ids(*, instance: str) -> set[str]:
     return set(
         Session.objects.filter(provider_instance=instance, status="running").values_list("runtime_id", flat=True)
     )
+
+
+def usage_restrict(*, scope: Scope) -> QuerySet[UsageRecord]:
+    """The usage ledger's rows the scope may read: a tenant admin's or auditor's whole tenant; anyone else's,
+    the rows of the sessions they may see (their own, and those granted to them)."""
+    rows = UsageRecord.objects.filter(tenant=scope.tenant)
+    if scope.actor is None or scope.has_role(Role.ADMIN, Role.AUDITOR):
+        return rows
+    return rows.filter(session__in=sessions_visible(scope=scope).values("pk"))

@@ -53,6 +53,7 @@ from .models import (
 )
 from .scopes import system_scope
 from .terminate import terminate_request
+from .usage import usage_record
 from .wakeups import DELIVER_INBOX_ITEM, wake_on_commit
 
 logger = logging.getLogger(__name__)
@@ -400,6 +401,7 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
             page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)
         items: list[tuple[stream.EventKind, Any]] = []
         fields: dict[str, Any] = {"cursor": page.next_cursor}
+        steps = [c.usage for c in page.chunks if c.usage is not None]
         for c in page.chunks:
             if c.data:
                 items.append(
@@ -429,6 +431,7 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
         else:
             fields |= _agent_state_change(session, provider, now, items)
         events_append(session_id=session.pk, items=items)
+        usage_record(session=session, steps=steps)  # with the cursor that read them: each step once
         if page.next_cursor != session.cursor or len(fields) > 1:
             Session.objects.filter(pk=session.pk).update(**fields)
         if "agent_state" in fields:

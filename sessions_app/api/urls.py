@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from . import catalog_views, turn_views, views
+from . import catalog_views, turn_views, usage_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/", views.SessionListView.as_view(), name="sessions"),
@@ -17,4 +17,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/<str:session_id>/cutover/", views.SessionCutoverView.as_view(), name="session-cutover"),
     path("sessions/<str:session_id>/rollback/", views.SessionRollbackView.as_view(), name="session-rollback"),
     path("sessions/<str:session_id>/migrations/", views.SessionMigrationsView.as_view(), name="session-migrations"),
+    path("usage/", usage_views.UsageView.as_view(), name="usage"),
 ]

@@ -264,6 +264,11 @@ import json as _json  # noqa: E402
 
 TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RUNTIME_PROVIDERS", "{}") or "{}")
 
+# The usage ledger's price table, used only for steps whose source reports tokens without a cost:
+# {"model": {"input": "1.25", "output": "10", "cache_read": "0.125", "cache_write": "0", "currency": "USD"}},
+# prices per million tokens. A model missing here is recorded as unpriced, never as free.
+TESS_MODEL_PRICES: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_MODEL_PRICES", "{}") or "{}")
+
 # --- the operator-tool catalog -----------------------------------------------------------
 # Each unset (the default) means that tool's capability is absent and its catalog entries fail closed.
 from .tools_env import env_bootstrap_commands, env_git_repos, env_mcp_servers  # noqa: E402

@@ -113,6 +113,7 @@ def test_the_filters_with_a_min_length_are_the_list_filters():
         ("/api/v1/sessions/", "owned_by"),
         ("/api/v1/sessions/", "provider"),
         ("/api/v1/sessions/", "q"),
+        ("/api/v1/usage/", "group_by"),
     ]
 
 

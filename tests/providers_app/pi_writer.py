@@ -60,14 +60,16 @@ class PiSessionWriter:
     def user(self, text: str, **kw: Any) -> str:
         return self.append("message", message={"role": "user", "content": text, "timestamp": _now_ms()}, **kw)
 
-    def assistant(self, text: str, **kw: Any) -> str:
+    def assistant(self, text: str, *, model: str = "gpt-test", usage: dict[str, Any] | None = None, **kw: Any) -> str:
+        """An assistant message; ``usage`` as pi-ai's ``Usage`` (default: 1 + 1 tokens that pi did not price)."""
         message = {
             "role": "assistant",
             "content": [{"type": "thinking", "thinking": "(hidden)"}, {"type": "text", "text": text}],
             "api": "openai-responses",
             "provider": "openai",
-            "model": "gpt-test",
-            "usage": {
+            "model": model,
+            "usage": usage
+            or {
                 "input": 1,
                 "output": 1,
                 "cacheRead": 0,
