@@ -25,11 +25,14 @@ from approvals_app.models import Approval
 from providers_app.contract import (
     AgentRuntimeProvider,
     AttachmentRequired,
+    CapabilityUnsupported,
     ProviderError,
     ProviderUnavailable,
     RuntimeNotFound,
     RuntimeSession,
+    Screen,
     StreamPage,
+    TerminalProvider,
 )
 from providers_app.contract import AttachMode as ProviderAttachMode
 from providers_app.registry import configured_instances, get_provider
@@ -269,13 +272,22 @@ def session_detach(*, scope: Scope, session_id: object, finish: Finish[int] = No
 # --- raw messages: queued to the inbox, delivered by a task ---------------------------------------------
 
 
-def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem:
-    """Queue raw input for the runtime. Needs a live interactive attachment of the caller."""
+def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool = False) -> InboxItem:
+    """Queue raw input for the runtime. Needs a live interactive attachment of the caller.
+
+    ``keys``: a terminal's keystrokes, typed exactly as they are (no Enter added); only a provider whose
+    sessions are terminals takes them (``capability_unsupported`` otherwise, before anything is queued).
+    """
     if not text or len(text) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"A message has 1 to {MAX_MESSAGE_CHARS} characters.", details={"field": "text"})
     session = selectors.access_session(scope=scope, session_id=session_id)
     if session.status != SessionStatus.RUNNING:
         raise Conflict("The session is not running.")
+    if keys and not isinstance(get_provider(session.provider_instance), TerminalProvider):
+        raise CapabilityUnsupported(
+            "This session's runtime is not a terminal: send a message instead.",
+            details={"provider": session.provider_instance, "operation": "send_keys"},
+        )
     attachment = selectors.interactive_attachment_of(scope=scope, session=session)
     if attachment is None or not selectors.can_operate(scope=scope, session=session):
         raise AttachmentRequired()
@@ -288,6 +300,7 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem
             channel=scope.channel.value,
             correlation_id=scope.correlation_id[:64],
             text=text,
+            keys=keys,
             provider_key=uuid.uuid4().hex,
         )
         record_audit(
@@ -296,7 +309,7 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem
             target_type="session",
             target_id=str(session.pk),
             outcome="queued",
-            metadata={"inbox_id": item.pk, "chars": len(text)},
+            metadata={"inbox_id": item.pk, "chars": len(text), "keys": keys},
         )
     wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
     return item
@@ -321,7 +334,13 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
         session=str(session.pk),
     )
     try:
-        get_provider(session.provider_instance).send_message(session.runtime_ref, item.text, item.provider_key, scope)
+        provider = get_provider(session.provider_instance)
+        if item.keys:
+            if not isinstance(provider, TerminalProvider):
+                raise CapabilityUnsupported("This session's runtime is not a terminal.")
+            provider.send_keys(session.runtime_ref, item.text, item.provider_key, scope)
+        else:
+            provider.send_message(session.runtime_ref, item.text, item.provider_key, scope)
     except ProviderUnavailable as exc:
         fail(item, worker=worker, error=exc.code, retry_in_seconds=retry_in_seconds)
         raise
@@ -357,6 +376,27 @@ def wake_inbox_item(pk: object) -> None:
 def inbox_requeue_due() -> int:
     """Wake items left pending after a transient failure once they are due again (their task gave up)."""
     return requeue_due(InboxItem, wake_inbox_item, settle_seconds=5)
+
+
+# --- the screen --------------------------------------------------------------------------------------
+
+
+def session_screen(*, scope: Scope, session_id: object) -> tuple[Session, Screen]:
+    """What the session's terminal shows now, for whoever may read its stream (a read: nothing recorded).
+
+    The session row is read before the screen, so ``last_seq`` never counts output newer than the screen;
+    output the pump has not stored yet is after the screen's cursor, and a viewer draws it on top.
+    """
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    if session.status != SessionStatus.RUNNING:
+        raise Conflict("The session has ended: its output is all in its stream.")
+    provider = get_provider(session.provider_instance)
+    if not isinstance(provider, TerminalProvider):
+        raise CapabilityUnsupported(
+            "This session's runtime has no screen: its output is its text.",
+            details={"provider": session.provider_instance, "operation": "screen_snapshot"},
+        )
+    return session, provider.screen_snapshot(session.runtime_ref, scope)
 
 
 # --- terminate ----------------------------------------------------------------------------------------

@@ -122,6 +122,27 @@ class EventsQuerySerializer(serializers.Serializer[Any]):
 
 class MessageSerializer(serializers.Serializer[Any]):
     text = serializers.CharField(max_length=4000, trim_whitespace=False)
+    keys = serializers.BooleanField(
+        default=False,
+        help_text="a terminal's keystrokes, typed exactly as they are (no Enter added); terminals (tmux) only",
+    )
+
+
+class ScreenSerializer(serializers.Serializer[Any]):
+    session_id = serializers.UUIDField()
+    seq = serializers.IntegerField(help_text="the session's last seq when the screen was read")
+    source = serializers.CharField(help_text="the stream source shown (a tmux pane); output of others is not on it")
+    cursor = serializers.CharField(
+        help_text="the stream cursor of `source` already on this screen: draw only output after it on top"
+    )
+    cols = serializers.IntegerField()
+    rows = serializers.IntegerField()
+    cursor_x = serializers.IntegerField(help_text="0-based column of the cursor")
+    cursor_y = serializers.IntegerField(help_text="0-based row of the cursor")
+    alternate = serializers.BooleanField(help_text="the alternate screen (a full-screen program's) is shown")
+    data = serializers.CharField(
+        help_text="escape sequences that redraw this screen on a terminal of cols by rows, colours included"
+    )
 
 
 class AttachSerializer(serializers.Serializer[Any]):
