@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 # Waits for a file, then clears the screen and draws at given places: red at row 5, column 10; bold green
 # at row 8, column 3; a blue background at row 10. Then it sleeps, the cursor left at row 12, column 7.
 DRAW = r"""while [ ! -e "$1/go" ]; do sleep 0.1; done
-printf '\033[2J\033[5;10H\033[31mRED\033[0m\033[8;3H\033[1;32mGREEN\033[0m\033[10;1H\033[44;37m BLUE BAR \033[0m\033[12;7H'
+printf '\033[2J\033[5;10H\033[31mRED\033[0m\033[8;3H\033[1;32mGREEN\033[0m'
+printf '\033[10;1H\033[44;37m BLUE BAR \033[0m\033[12;7H'
 sleep 600
 """
 # A full-screen program: the alternate screen, a bar and a word drawn once, then only a counter at the
