@@ -83,12 +83,22 @@ MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 # Once a session is gone and its logs have not grown for this long, a writer that never marked its log
 # closed (killed) will not write again either.
 QUIET_SECONDS = 10.0
+# A screen is read again (at most this many times) while the pane's log grows across the reading.
+SCREEN_ATTEMPTS = 5
+SCREEN_SETTLE_SECONDS = 0.01
 
 
 @dataclass
 class _Watch:
     checked_at: float
     alive: bool
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _timestamp(value: str) -> datetime | None:
@@ -286,15 +296,19 @@ class TmuxProvider(AgentRuntimeProvider, TerminalProvider):
         rows = self._panes_of(ref)
         self._ensure_pipes(rows)
         pane = self._active_pane(rows)
-        try:
-            offset = (self._session_dir(ref) / f"{pane}{LOG_SUFFIX}").stat().st_size
-        except OSError:
-            offset = 0
+        log = self._session_dir(ref) / f"{pane}{LOG_SUFFIX}"
         fields = ("pane_width", "pane_height", "cursor_x", "cursor_y", "alternate_on", "cursor_flag")
-        out = self.cli.run(
-            *("display-message", "-p", "-t", pane, row_format(fields), ";"),
-            *("capture-pane", "-p", "-e", "-N", "-t", pane),
-        )
+        for _attempt in range(SCREEN_ATTEMPTS):
+            offset = _size(log)
+            out = self.cli.run(
+                *("display-message", "-p", "-t", pane, row_format(fields), ";"),
+                *("capture-pane", "-p", "-e", "-N", "-t", pane),
+            )
+            # Output that reached the screen just before the capture may still be on its way to the log:
+            # a screen taken while the log grew is taken again, so the offset matches what it shows.
+            time.sleep(SCREEN_SETTLE_SECONDS)
+            if _size(log) == offset:
+                break
         head, _, body = out.partition("\n")
         facts = parse_rows(head, fields)
         if not facts:
