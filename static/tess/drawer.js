@@ -262,7 +262,7 @@ Hooks other scripts may use (window.Tess):
     const text = el("div", { class: "tess-text" });
     if (typeof content === "string") text.append(...richText(content));
     else text.append(content);
-    const item = el("li", { class: "tess-line tess-" + kind }, meta, text);
+    const item = el("div", { class: "tess-line tess-" + kind }, meta, text);
     conversation.append(item);
     if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
     return item;
