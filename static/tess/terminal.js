@@ -23,6 +23,23 @@ style sheets (adoptedStyleSheets), which the policy does not govern: the policy 
     foreground: "#d4d4d4",
     cursor: "#d4d4d4",
     selectionBackground: "#264f78",
+    // Brighter than xterm.js's defaults, so coloured text stays readable on the dark background.
+    black: "#000000",
+    red: "#f14c4c",
+    green: "#23d18b",
+    yellow: "#f5f543",
+    blue: "#3b8eea",
+    magenta: "#d670d6",
+    cyan: "#29b8db",
+    white: "#e5e5e5",
+    brightBlack: "#8a8a8a",
+    brightRed: "#ff6e6e",
+    brightGreen: "#5af78e",
+    brightYellow: "#ffff87",
+    brightBlue: "#6cb6ff",
+    brightMagenta: "#ff92df",
+    brightCyan: "#9aedfe",
+    brightWhite: "#ffffff",
   };
 
   /* A <tess-style> element that stands for a <style>: its text becomes an adopted style sheet. */

@@ -5,6 +5,7 @@ keystrokes that reach the pane exactly once when interactive, and none when read
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tests.browser.conftest import (
     wait_for_terminal_text,
 )
 from tests.conftest import Cast, scope_of
+from tests.tess_site.children import ROOT
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -193,3 +195,46 @@ def test_keystrokes_reach_the_pane_once_when_interactive_and_never_when_read_onl
     typed = "".join(item.text for item in InboxItem.objects.filter(session=session, keys=True).order_by("pk"))
     assert typed == "hello world\rsecond\rlast\r"
     assert "got:after" not in _pane(demo_tmux, session)
+
+
+# A coding agent's screen, as such a program draws it: a title bar, coloured results, a diff, a question.
+AGENT_SCREEN = r"""printf '\033[2J\033[H\033[7m %-68s step 3/5 \033[0m\r\n\r\n' 'agent: refactor billing'
+printf '\033[1mRunning tests\033[0m\r\n'
+printf '  \033[32m✓\033[0m billing/invoice_test.py   \033[2m12 passed\033[0m\r\n'
+printf '  \033[32m✓\033[0m billing/tax_test.py       \033[2m 7 passed\033[0m\r\n'
+printf '  \033[33m!\033[0m billing/legacy_test.py    \033[33m2 warnings\033[0m\r\n\r\n'
+printf '\033[1mProposed change\033[0m  billing/invoice.py\r\n'
+printf '\033[36m@@ -41,3 +41,3 @@\033[0m\r\n'
+printf '\033[31m-    total = sum(line.amount for line in lines)\033[0m\r\n'
+printf '\033[32m+    total = sum((line.amount for line in lines), Decimal(0))\033[0m\r\n\r\n'
+printf 'Apply this change? [y/N] '
+sleep 600
+"""
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "scheme"), [(1280, 1100, "light"), (1280, 1100, "dark"), (390, 844, "light")]
+)
+def test_the_drawer_with_its_terminal_pictured(
+    cast: Cast, demo_tmux: Any, settings: Any, open_browser: Any, tmp_path: Path, width: int, height: int, scheme: str
+) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text(AGENT_SCREEN)
+    session = _session(cast, demo_tmux, settings, ["bash", str(script)], "refactor billing")
+    assert wait_for(lambda: "Apply this change" in _pane(demo_tmux, session), timeout=15)
+    page = open_browser(width=width, height=height, color_scheme=scheme)
+    log_in(page, cast.owner)
+    _open(page, session)
+    wait_for_terminal_text(page, "Apply this change? [y/N]")
+    assert terminal_cell(page, 2, 4) == {"char": "✓", "fg": 2, "bg": "default", "bold": False}
+    box = page.get_by_label("Message Tess (Enter sends, Shift+Enter adds a line)")
+    box.fill("remember the deploy window is Tuesdays")
+    box.press("Enter")
+    expect(page.locator(".tess-card-memory")).to_have_count(1)
+    expect(page.locator("#tess-session-state")).to_contain_text("Agent: waiting for input", timeout=30_000)
+    path = ARTIFACTS / f"drawer-terminal-{width}-{scheme}.png"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#tess-output").scroll_into_view_if_needed()
+    page.screenshot(path=str(path))
+    if (width, scheme) == (1280, "light"):
+        shutil.copyfile(path, ROOT / "docs" / "drawer.png")
