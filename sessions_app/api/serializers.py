@@ -128,23 +128,6 @@ class MessageSerializer(serializers.Serializer[Any]):
     )
 
 
-class ScreenSerializer(serializers.Serializer[Any]):
-    session_id = serializers.UUIDField()
-    seq = serializers.IntegerField(help_text="the session's last seq when the screen was read")
-    source = serializers.CharField(help_text="the stream source shown (a tmux pane); output of others is not on it")
-    cursor = serializers.CharField(
-        help_text="the stream cursor of `source` already on this screen: draw only output after it on top"
-    )
-    cols = serializers.IntegerField()
-    rows = serializers.IntegerField()
-    cursor_x = serializers.IntegerField(help_text="0-based column of the cursor")
-    cursor_y = serializers.IntegerField(help_text="0-based row of the cursor")
-    alternate = serializers.BooleanField(help_text="the alternate screen (a full-screen program's) is shown")
-    data = serializers.CharField(
-        help_text="escape sequences that redraw this screen on a terminal of cols by rows, colours included"
-    )
-
-
 class AttachSerializer(serializers.Serializer[Any]):
     mode = serializers.ChoiceField(choices=AttachMode.choices, default=AttachMode.READ_ONLY)
 

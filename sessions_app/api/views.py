@@ -29,7 +29,6 @@ from .serializers import (
     MessageSerializer,
     RollbackSerializer,
     RuntimeSessionSerializer,
-    ScreenSerializer,
     SessionCreateSerializer,
     SessionListQuerySerializer,
     SessionMigrationSerializer,
@@ -39,6 +38,29 @@ from .serializers import (
 )
 
 LIST_LIMIT = 200
+# The screen answer, described for the schema only: its fields `source` and `data` would shadow a
+# serializer's own attributes, so the view answers the dict as it is.
+SCREEN = inline_serializer(
+    name="Screen",
+    fields={
+        "session_id": serializers.UUIDField(),
+        "seq": serializers.IntegerField(help_text="the session's last seq when the screen was read"),
+        "source": serializers.CharField(
+            help_text="the stream source shown (a tmux pane); output of others is not on it"
+        ),
+        "cursor": serializers.CharField(
+            help_text="the stream cursor of `source` already on this screen: draw only output after it on top"
+        ),
+        "cols": serializers.IntegerField(),
+        "rows": serializers.IntegerField(),
+        "cursor_x": serializers.IntegerField(help_text="0-based column of the cursor"),
+        "cursor_y": serializers.IntegerField(help_text="0-based row of the cursor"),
+        "alternate": serializers.BooleanField(help_text="the alternate screen (a full-screen program's) is shown"),
+        "data": serializers.CharField(
+            help_text="escape sequences that redraw this screen on a terminal of cols by rows, colours included"
+        ),
+    },
+)
 
 
 class SessionListView(ScopedAPIView):
@@ -199,7 +221,7 @@ class SessionScreenView(ScopedAPIView):
     error_statuses = {"get": PROVIDER_ERRORS}
 
     @extend_schema(
-        responses=ScreenSerializer,
+        responses=SCREEN,
         description="What the session's terminal shows now (tmux: the active pane, colours, cursor and the "
         "alternate screen included), for whoever may read its stream. A viewer opened at the stream's tail "
         "draws this first, then the output of `source` after `cursor`. A runtime without a screen (pi, Hermes, "
@@ -207,8 +229,7 @@ class SessionScreenView(ScopedAPIView):
     )
     def get(self, request: Request, session_id: str) -> Response:
         session, screen = services.session_screen(scope=self.scope, session_id=session_id)
-        body = {"session_id": session.pk, "seq": session.last_seq, **dataclasses.asdict(screen)}
-        return Response(ScreenSerializer(body).data)
+        return Response({"session_id": str(session.pk), "seq": session.last_seq, **dataclasses.asdict(screen)})
 
 
 class SessionMessagesView(ScopedAPIView):

@@ -91,8 +91,8 @@ def test_coloured_cursor_positioned_output_is_drawn_where_and_as_the_program_put
         assert terminal_cell(page, x, 7) == {"char": char, "fg": 2, "bg": "default", "bold": True}
     assert terminal_cell(page, 1, 9) == {"char": "B", "fg": 7, "bg": 4, "bold": False}
     assert terminal_cell(page, 0, 9) == {"char": " ", "fg": 7, "bg": 4, "bold": False}  # the bar's blue
-    assert terminal_cell(page, 10, 9)["bg"] == "default"  # and nothing after it
-    assert terminal_cell(page, 8, 4)["char"] == ""  # the cleared screen around the drawing
+    assert (terminal_cell(page, 10, 9) or {}).get("bg") == "default"  # and nothing after it
+    assert (terminal_cell(page, 8, 4) or {}).get("char") == ""  # the cleared screen around the drawing
     lines = terminal_lines(page)
     assert lines[4] == " " * 9 + "RED" and lines[7] == "  GREEN"
     assert "\x1b" not in "".join(lines) and "[31m" not in "".join(lines)  # no escape codes as text
