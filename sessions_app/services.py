@@ -388,14 +388,14 @@ def session_screen(*, scope: Scope, session_id: object) -> tuple[Session, Screen
     output the pump has not stored yet is after the screen's cursor, and a viewer draws it on top.
     """
     session = selectors.access_session(scope=scope, session_id=session_id)
-    if session.status != SessionStatus.RUNNING:
-        raise Conflict("The session has ended: its output is all in its stream.")
     provider = get_provider(session.provider_instance)
     if not isinstance(provider, TerminalProvider):
         raise CapabilityUnsupported(
             "This session's runtime has no screen: its output is its text.",
             details={"provider": session.provider_instance, "operation": "screen_snapshot"},
         )
+    if session.status != SessionStatus.RUNNING:
+        raise Conflict("The session has ended: its output is all in its stream.")
     return session, provider.screen_snapshot(session.runtime_ref, scope)
 
 

@@ -494,7 +494,7 @@ Hooks other scripts may use (window.Tess):
     else output.focus();
   });
 
-  function resetTerminal(screen) {
+  function resetTerminal(screen, { text = false } = {}) {
     term.screen = screen;
     term.log = [];
     term.chars = 0;
@@ -504,6 +504,7 @@ Hooks other scripts may use (window.Tess):
       return;
     }
     view.reset();
+    view.setText(text);
     view.size(screen ? screen.cols : null, screen ? screen.rows : null);
   }
 
@@ -754,7 +755,7 @@ Hooks other scripts may use (window.Tess):
         api("GET", "approvals/?" + query + "&page_size=50"),
         api("GET", "handoffs/?" + query),
         // A terminal's screen now (tmux); a runtime without one, or an ended session, answers an error: none.
-        api("GET", "sessions/" + id + "/screen/").catch(() => null),
+        api("GET", "sessions/" + id + "/screen/").catch((error) => ({ missing: error.status })),
       ]);
     } catch (error) {
       if (generation !== state.generation) return;
@@ -768,10 +769,12 @@ Hooks other scripts may use (window.Tess):
     for (const card of [...cardPage.results].reverse()) window.Tess.upsertCard(card);
     for (const approval of [...approvalPage.results].reverse()) upsertApproval(approval);
     for (const handoff of [...handoffPage.results].reverse()) upsertHandoff(handoff);
-    resetTerminal(screen);
+    // 409: a terminal that has ended (its output is a terminal's, lines end in CR LF); otherwise a runtime
+    // without a screen, whose text ends lines with LF alone.
+    resetTerminal(screen.missing ? null : screen, { text: !!screen.missing && screen.missing !== 409 });
     renderTail(page.events);
     output.dataset.ready = "1";
-    showInteractive(!!screen && !ENDED.has(session.status));
+    showInteractive(!screen.missing && !ENDED.has(session.status));
     state.lastSeq = page.next_cursor;
     output.dataset.lastSeq = String(state.lastSeq);
     showEarlier(page.prev_cursor);

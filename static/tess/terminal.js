@@ -4,6 +4,7 @@ window.Tess.createTerminal(container, {onKeys}) returns a view, or null when xte
 drawer then shows the output as text). The view:
   write(data)            runtime output, bytes as the terminal got them (colours, cursor moves, screens)
   reset()                a blank terminal
+  setText(on)            plain text of a runtime without a terminal: a line feed also returns the carriage
   size(cols, rows)       the pane's size (tmux): the font is scaled so its columns fit the panel;
                          size(null) fits columns and rows to the panel instead
   fit()                  again after the panel changed size (a ResizeObserver calls it)
@@ -132,6 +133,10 @@ style sheets (adoptedStyleSheets), which the policy does not govern: the policy 
         fit();
       },
       fit,
+      setText(on) {
+        // A runtime's plain text (no terminal in between) ends lines with LF alone: start each line anew.
+        terminal.options.convertEol = !!on;
+      },
       setInteractive(on) {
         interactive = !!on;
         terminal.options.disableStdin = !interactive;

@@ -238,3 +238,29 @@ def test_the_drawer_with_its_terminal_pictured(
     page.screenshot(path=str(path))
     if (width, scheme) == (1280, "light"):
         shutil.copyfile(path, ROOT / "docs" / "drawer.png")
+
+
+def test_a_runtime_without_a_screen_has_its_text_written_line_by_line_and_no_keys(
+    cast: Cast, demo_session: Session, open_browser: Any
+) -> None:
+    from sessions_app import journal, stream
+    from tests.factories import SessionFactory
+
+    def chat() -> Session:
+        # A runtime whose output is text, not a terminal's (pi, Hermes, Matrix): lines end with LF alone.
+        session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="chat", provider_instance="pi-main")
+        body = stream.output_body(data="first line\nsecond \x1b[1mline\x1b[0m\n", source="", cursor="", next_cursor="")
+        journal.events_append(session_id=session.pk, items=[(stream.EventKind.OUTPUT, body)])
+        return session
+
+    session = off_the_browser_loop(chat)
+    page = open_browser()
+    log_in(page, cast.owner)
+    page.evaluate("id => localStorage.setItem('tess.drawer.session', id)", str(session.pk))
+    page.reload()
+    page.get_by_role("button", name="Tess", exact=True).click()
+    expect(page.locator("#tess-output[data-ready]")).to_have_count(1)
+    wait_for_terminal_text(page, "second line")
+    assert terminal_lines(page, scrollback=True)[:2] == ["first line", "second line"]  # no staircase
+    assert (terminal_cell(page, 7, 1) or {}).get("bold") is True
+    expect(page.get_by_role("button", name="Interactive")).to_be_hidden()
