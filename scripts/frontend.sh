@@ -8,6 +8,6 @@ frontend_install() {
     echo "WARNING: NPM IS NOT INSTALLED (apt-get install npm): THE DRAWER SHOWS OUTPUT AS TEXT, NOT AS A TERMINAL." >&2
     return 1
   fi
-  npm ci --prefix frontend --no-audit --no-fund --loglevel=error >/dev/null
+  npm ci --prefix frontend --no-audit --no-fund --loglevel=error >/dev/null || return 1
   touch "$stamp"
 }
