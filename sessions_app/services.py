@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -324,6 +325,15 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
     item = claim(InboxItem, pk=item_id, worker=worker)
     if item is None:
         return False
+    if item.keys and _earlier_keys_open(item):
+        # Keystrokes are typed in the order they came: this item waits (its claim not counted as an attempt),
+        # and the earlier one wakes it once it is done.
+        InboxItem.objects.filter(pk=item.pk, state=LeaseState.LEASED, lease_owner=worker).update(
+            state=LeaseState.PENDING, lease_owner="", lease_expires_at=None, attempts=F("attempts") - 1
+        )
+        if not _earlier_keys_open(item):  # finished meanwhile: its wake-up found this item leased
+            wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
+        return False
     session = Session.objects.select_related("tenant", "owner").get(pk=item.session_id)
     actor = get_user_model().objects.get(pk=item.created_by_id)
     scope = Scope(
@@ -355,6 +365,7 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
                 kind=stream.EventKind.SYSTEM,
                 body=stream.system_body(text=f"message {item.pk} was not delivered", code=exc.code),
             )
+            _wake_next_keys(item)
         return False
     with transaction.atomic():
         if not complete(item, worker=worker):
@@ -365,7 +376,31 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
             body=stream.message_in_body(inbox_id=item.pk, text=item.text, channel=item.channel),
         )
         InboxItem.objects.filter(pk=item.pk).update(delivered_seq=event.seq)
+        _wake_next_keys(item)
     return True
+
+
+def _earlier_keys_open(item: InboxItem) -> bool:
+    """Whether keystrokes queued before ``item`` for its session are still to be typed."""
+    return InboxItem.objects.filter(
+        session_id=item.session_id,
+        keys=True,
+        pk__lt=item.pk,
+        state__in=(LeaseState.PENDING, LeaseState.LEASED),
+    ).exists()
+
+
+def _wake_next_keys(item: InboxItem) -> None:
+    if not item.keys:
+        return
+    following = (
+        InboxItem.objects.filter(session_id=item.session_id, keys=True, pk__gt=item.pk, state=LeaseState.PENDING)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if following is not None:
+        wake_on_commit(DELIVER_INBOX_ITEM, following)
 
 
 def wake_inbox_item(pk: object) -> None:

@@ -76,3 +76,23 @@ def test_an_ended_session_has_no_screen_to_read(cast, api_as, tmux):
     response = api_as(cast.owner).get(f"/api/v1/sessions/{session.pk}/screen/")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "conflict"
+
+
+def test_keystrokes_are_typed_in_the_order_they_came_whichever_worker_runs_first(
+    cast, api_as, tmux, django_capture_on_commit_callbacks
+):
+    session = start(cast, ["sh", "-c", "stty raw -echo; od -An -c"], title="order")
+    client = api_as(cast.owner)
+    post(client, f"/api/v1/sessions/{session.pk}/attach/", {"mode": "interactive"})
+    with django_capture_on_commit_callbacks(execute=False):  # queued, no worker yet
+        for keys in ("ab", "cd", "efghijklmnop"):
+            post(client, f"/api/v1/sessions/{session.pk}/messages/", {"text": keys, "keys": True})
+    first, _second, third = InboxItem.objects.filter(session=session).order_by("pk")
+    assert not services.inbox_deliver(item_id=third.pk, worker="w3")  # a later item's worker runs first
+    third.refresh_from_db()
+    assert (third.state, third.attempts) == ("pending", 0)  # it waits, with no attempt counted
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.inbox_deliver(item_id=first.pk, worker="w1")  # wakes the second, which wakes the third
+    assert set(InboxItem.objects.filter(session=session).values_list("state", flat=True)) == {"done"}
+    text = pump_until(session, "o   p")
+    assert re.search(r"a\s+b\s+c\s+d\s+e\s+f", text), text
