@@ -238,6 +238,7 @@ Hooks other scripts may use (window.Tess):
     if (event.key !== "Escape" || drawer.hidden) return;
     const dialog = $("tess-confirm");
     if (dialog && !dialog.hidden) return; // Esc first cancels the open confirmation (memory.js)
+    if (keys.on && output.contains(event.target)) return; // typed into the terminal: the program's Esc
     event.preventDefault();
     setOpen(false);
   });

@@ -170,6 +170,9 @@ def test_keystrokes_reach_the_pane_once_when_interactive_and_never_when_read_onl
     page.keyboard.press("Enter")
     wait_for_terminal_text(page, "got:hello world")
     assert wait_for(lambda: "got:hello world" in _pane(demo_tmux, session), timeout=10)
+    page.keyboard.press("Escape")  # the program's key while interactive: the drawer stays open
+    expect(page.get_by_role("complementary", name="Tess")).to_be_visible()
+    page.keyboard.press("Backspace")  # the line discipline drops the escape again (echo is off)
     page.keyboard.type("second")
     page.keyboard.press("Enter")
     wait_for_terminal_text(page, "got:second")
@@ -177,7 +180,7 @@ def test_keystrokes_reach_the_pane_once_when_interactive_and_never_when_read_onl
     assert pane.count("got:hello world") == 1 and pane.count("got:second") == 1
     assert "got:nope" not in pane and "got:nopehello" not in pane
     typed = "".join(item.text for item in InboxItem.objects.filter(session=session, keys=True).order_by("pk"))
-    assert typed == "hello world\rsecond\r"  # every key once, in order, nothing added, nothing read-only
+    assert typed == "hello world\r\x1b\x7fsecond\r"  # every key once, in order, nothing added, nothing read-only
     assert (
         len([url for url in posts if url.endswith("/messages/")]) == InboxItem.objects.filter(session=session).count()
     )
@@ -193,7 +196,7 @@ def test_keystrokes_reach_the_pane_once_when_interactive_and_never_when_read_onl
     page.keyboard.press("Enter")
     wait_for_terminal_text(page, "got:last")
     typed = "".join(item.text for item in InboxItem.objects.filter(session=session, keys=True).order_by("pk"))
-    assert typed == "hello world\rsecond\rlast\r"
+    assert typed == "hello world\r\x1b\x7fsecond\rlast\r"
     assert "got:after" not in _pane(demo_tmux, session)
 
 
