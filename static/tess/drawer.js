@@ -1,7 +1,8 @@
 /* The Tess drawer on every admin page: sessions, the conversation, the live output, cards.
 
 The server is the truth. On load and on every session switch the drawer reads the selected session, its
-cards, approvals and hand-offs from the REST API and the last screenful of its stream (?tail=); the websocket
+cards, approvals and hand-offs from the REST API, the last screenful of its stream (?tail=) and, for a
+terminal, its screen now (…/screen/); the websocket
 then resumes from that tail's seq, and live events apply on top by id, never moving an item back (a reload or
 a late message cannot resurrect a decided card). "Load earlier" pages back with ?before=.
 
@@ -11,7 +12,8 @@ Hooks other scripts may use (window.Tess):
   Tess.systemLine(text)   a line of the drawer's own in the conversation
   Tess.cardFor(kind, id, title), Tess.settleCard(card)   a card, and moving it to the history once decided
   Tess.onStart, Tess.onMeEvent   listeners: the drawer started; an event of /ws/me/
-  Tess.markdown(text), Tess.richText(text)   safe rendering of model text (DOM nodes, never innerHTML) */
+  Tess.markdown(text), Tess.richText(text)   safe rendering of model text (DOM nodes, never innerHTML)
+  Tess.terminal           the live output's xterm.js Terminal (read its buffer; tests do) */
 (function () {
   "use strict";
   const { api, el, plural } = window.Tess;
