@@ -2,9 +2,9 @@
 
 The server is the truth. On load and on every session switch the drawer reads the selected session, its
 cards, approvals and hand-offs from the REST API, the last screenful of its stream (?tail=) and, for a
-terminal, its screen now (…/screen/); the websocket
-then resumes from that tail's seq, and live events apply on top by id, never moving an item back (a reload or
-a late message cannot resurrect a decided card). "Load earlier" pages back with ?before=.
+terminal, its screen now (…/screen/); the websocket then resumes from that tail's seq, and live events apply
+on top by id, never moving an item back (a reload or a late message cannot resurrect a decided card).
+"Load earlier" pages back with ?before=.
 
 Hooks other scripts may use (window.Tess):
   Tess.openSession(id)    open the drawer on that session (the fleet board's "open in the drawer")
