@@ -279,3 +279,41 @@ class AgentRuntimeProvider(ABC):
     def require(self, operation: Operation) -> None:
         if not self.capabilities().supports(operation):
             raise self._unsupported(operation)
+
+
+# --- terminals: providers whose sessions are terminals ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What a terminal shows now, and where in the stream that is.
+
+    ``data`` redraws it on a terminal of ``cols`` by ``rows``: the screen (normal or alternate) chosen,
+    cleared, every row with its colours and attributes, the cursor put back (and hidden if it is).
+    ``source`` is the stream's source it belongs to (a tmux pane) and ``cursor`` the stream cursor of that
+    source up to which its output is already on this screen: output after it is drawn on top.
+    """
+
+    source: str
+    cursor: str
+    cols: int
+    rows: int
+    cursor_x: int
+    cursor_y: int
+    alternate: bool
+    data: str
+
+
+class TerminalProvider(ABC):
+    """A provider whose sessions are terminals: it can say what the screen shows and type keys as they are.
+
+    A separate contract, not operations of every provider: a chat-like runtime (pi, Hermes, Matrix) has no
+    screen, and its sessions are shown as their text.
+    """
+
+    @abstractmethod
+    def screen_snapshot(self, ref: RuntimeRef, scope: Scope) -> Screen: ...
+
+    @abstractmethod
+    def send_keys(self, ref: RuntimeRef, keys: str, idempotency_key: str, scope: Scope) -> SendResult:
+        """Type ``keys`` exactly as given (no Enter added), once per ``idempotency_key``."""

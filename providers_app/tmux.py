@@ -43,10 +43,12 @@ from .contract import (
     RuntimeNotFound,
     RuntimeRef,
     RuntimeSession,
+    Screen,
     SendResult,
     StreamPage,
+    TerminalProvider,
 )
-from .pane_log import CLOSED_SUFFIX, LOG_SUFFIX, read_logs
+from .pane_log import CLOSED_SUFFIX, LOG_SUFFIX, encode_cursor, read_logs
 from .tmux_cli import SEND_KEYS_CHUNK, TmuxCli, TmuxServerGone, parse_rows, row_format
 from .tmux_state import PaneFacts, PaneRules, classify
 
@@ -81,12 +83,22 @@ MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 # Once a session is gone and its logs have not grown for this long, a writer that never marked its log
 # closed (killed) will not write again either.
 QUIET_SECONDS = 10.0
+# A screen is read again (at most this many times) while the pane's log grows across the reading.
+SCREEN_ATTEMPTS = 5
+SCREEN_SETTLE_SECONDS = 0.01
 
 
 @dataclass
 class _Watch:
     checked_at: float
     alive: bool
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _timestamp(value: str) -> datetime | None:
@@ -116,7 +128,7 @@ def _literal(text: str) -> str:
     return text[:-1] + "\\;" if text.endswith(";") else text
 
 
-class TmuxProvider(AgentRuntimeProvider):
+class TmuxProvider(AgentRuntimeProvider, TerminalProvider):
     """A named tmux instance. Thread-safe; one instance per name (``registry.get_provider``)."""
 
     kind = "tmux"
@@ -289,6 +301,53 @@ class TmuxProvider(AgentRuntimeProvider):
         rows = parse_rows(out, fields)
         return rows[0] if rows else {}
 
+    def screen_snapshot(self, ref: RuntimeRef, scope: Scope) -> Screen:
+        """The active pane's screen now (``capture-pane -e``: colours and attributes), with its size, cursor
+        and whether the alternate screen (a full-screen program's) is on; one tmux command, so they agree.
+
+        The pane's log is measured first: tmux draws output on the screen before it copies it to the log, so
+        every byte up to that offset is on the screen, and a viewer draws only what comes after it.
+        """
+        rows = self._panes_of(ref)
+        self._ensure_pipes(rows)
+        pane = self._active_pane(rows)
+        log = self._session_dir(ref) / f"{pane}{LOG_SUFFIX}"
+        fields = ("pane_width", "pane_height", "cursor_x", "cursor_y", "alternate_on", "cursor_flag")
+        for _attempt in range(SCREEN_ATTEMPTS):
+            offset = _size(log)
+            out = self.cli.run(
+                *("display-message", "-p", "-t", pane, row_format(fields), ";"),
+                *("capture-pane", "-p", "-e", "-N", "-t", pane),
+            )
+            # Output that reached the screen just before the capture may still be on its way to the log:
+            # a screen taken while the log grew is taken again, so the offset matches what it shows.
+            time.sleep(SCREEN_SETTLE_SECONDS)
+            if _size(log) == offset:
+                break
+        head, _, body = out.partition("\n")
+        facts = parse_rows(head, fields)
+        if not facts:
+            raise ProviderError("tmux did not describe the pane.", details={"pane": pane})
+        size = {key: int(value) if value.isdigit() else 0 for key, value in facts[0].items()}
+        cols, height = max(size["pane_width"], 1), max(size["pane_height"], 1)
+        lines = body.split("\n")[:height]
+        alternate = size["alternate_on"] == 1
+        # Normal or alternate screen as the pane has it, default attributes, no scroll region, cleared.
+        parts = ["\x1b[?1049h" if alternate else "\x1b[?1049l", "\x1b[0m\x1b[r\x1b[H\x1b[2J"]
+        parts += [f"\x1b[{number};1H{text}" for number, text in enumerate(lines, start=1)]
+        parts.append(f"\x1b[0m\x1b[{size['cursor_y'] + 1};{size['cursor_x'] + 1}H")
+        parts.append("\x1b[?25h" if size["cursor_flag"] else "\x1b[?25l")
+        return Screen(
+            source=pane,
+            cursor=encode_cursor({pane: offset}),
+            cols=cols,
+            rows=height,
+            cursor_x=size["cursor_x"],
+            cursor_y=size["cursor_y"],
+            alternate=alternate,
+            data="".join(parts),
+        )
+
     # --- actions -------------------------------------------------------------------------------------
 
     def send_message(self, ref: RuntimeRef, message: str, idempotency_key: str, scope: Scope) -> SendResult:
@@ -314,6 +373,25 @@ class TmuxProvider(AgentRuntimeProvider):
         last = ["send-keys", "-t", pane, "-l", "--", _literal(pieces[-1]), ";"] if pieces else []
         self.cli.run(*last, "send-keys", "-t", pane, "Enter", ";", "set-option", "-t", ref.runtime_id, marker, "1")
         logger.info("tmux %s: sent %d characters to %s (%s)", self.name, len(message), pane, scope.correlation_id)
+        return SendResult(delivered=True, provider_message_id=pane, replayed=False)
+
+    def send_keys(self, ref: RuntimeRef, keys: str, idempotency_key: str, scope: Scope) -> SendResult:
+        """Type ``keys`` into the active pane as they are (a terminal's keystrokes: ``\\r`` is Enter, escape
+        sequences are arrow keys), nothing added; once per key, remembered as ``send_message`` does."""
+        rows = self._panes_of(ref)
+        self._ensure_pipes(rows)
+        pane = self._active_pane(rows)
+        marker = _sent_marker(idempotency_key)
+        if self.cli.run("show-options", "-t", ref.runtime_id, "-v", "-q", marker).strip():
+            return SendResult(delivered=True, provider_message_id=pane, replayed=True)
+        pieces = [keys[start : start + SEND_KEYS_CHUNK] for start in range(0, len(keys), SEND_KEYS_CHUNK)] or [""]
+        for piece in pieces[:-1]:
+            self.cli.run("send-keys", "-t", pane, "-l", "--", _literal(piece))
+        self.cli.run(
+            *("send-keys", "-t", pane, "-l", "--", _literal(pieces[-1]), ";"),
+            *("set-option", "-t", ref.runtime_id, marker, "1"),
+        )
+        logger.info("tmux %s: typed %d keys into %s (%s)", self.name, len(keys), pane, scope.correlation_id)
         return SendResult(delivered=True, provider_message_id=pane, replayed=False)
 
     def attach(self, ref: RuntimeRef, mode: AttachMode, scope: Scope) -> Attachment:

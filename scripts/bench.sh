@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 . scripts/services.sh
 . scripts/venv.sh
 venv_install requirements-dev.txt
+. scripts/frontend.sh
+frontend_install || true
 if [ -z "${DATABASE_URL:-}" ]; then
   start_postgres || start_throwaway_postgres || { echo "make bench needs PostgreSQL" >&2; exit 1; }
   # One database per checkout: two checkouts' benchmarks at once must not share (or drop) each other's.

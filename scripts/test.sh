@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 . scripts/services.sh
 . scripts/venv.sh
 venv_install requirements-dev.txt
+. scripts/frontend.sh
+if ! frontend_install && [ "${CI:-}" = "true" ]; then echo "CI=true: the browser tests need frontend/ installed (npm)" >&2; exit 1; fi
 bash scripts/synapse-venv.sh  # the Matrix provider's tests run a real Synapse from its own venv
 if command -v npm >/dev/null; then  # the pi provider's RPC smoke test runs the real pi (no model call)
   bash tests/providers_app/install_pi.sh >/dev/null 2>&1 || echo "WARNING: COULD NOT INSTALL PI; ITS RPC SMOKE TEST IS SKIPPED (FAILS WITH CI=true)."

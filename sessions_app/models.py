@@ -168,6 +168,8 @@ class InboxItem(LeasedWork):
     channel = models.CharField(max_length=16)
     correlation_id = models.CharField(max_length=64, blank=True)
     text = models.TextField()
+    # Keystrokes of a terminal, typed exactly as they are; otherwise a message, typed and then Enter.
+    keys = models.BooleanField(default=False)
     # What the provider dedupes on, so a re-delivery after a lost lease is not a second send.
     provider_key = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)

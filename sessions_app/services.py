@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -25,11 +26,14 @@ from approvals_app.models import Approval
 from providers_app.contract import (
     AgentRuntimeProvider,
     AttachmentRequired,
+    CapabilityUnsupported,
     ProviderError,
     ProviderUnavailable,
     RuntimeNotFound,
     RuntimeSession,
+    Screen,
     StreamPage,
+    TerminalProvider,
 )
 from providers_app.contract import AttachMode as ProviderAttachMode
 from providers_app.registry import configured_instances, get_provider
@@ -270,13 +274,22 @@ def session_detach(*, scope: Scope, session_id: object, finish: Finish[int] = No
 # --- raw messages: queued to the inbox, delivered by a task ---------------------------------------------
 
 
-def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem:
-    """Queue raw input for the runtime. Needs a live interactive attachment of the caller."""
+def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool = False) -> InboxItem:
+    """Queue raw input for the runtime. Needs a live interactive attachment of the caller.
+
+    ``keys``: a terminal's keystrokes, typed exactly as they are (no Enter added); only a provider whose
+    sessions are terminals takes them (``capability_unsupported`` otherwise, before anything is queued).
+    """
     if not text or len(text) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"A message has 1 to {MAX_MESSAGE_CHARS} characters.", details={"field": "text"})
     session = selectors.access_session(scope=scope, session_id=session_id)
     if session.status != SessionStatus.RUNNING:
         raise Conflict("The session is not running.")
+    if keys and not isinstance(get_provider(session.provider_instance), TerminalProvider):
+        raise CapabilityUnsupported(
+            "This session's runtime is not a terminal: send a message instead.",
+            details={"provider": session.provider_instance, "operation": "send_keys"},
+        )
     attachment = selectors.interactive_attachment_of(scope=scope, session=session)
     if attachment is None or not selectors.can_operate(scope=scope, session=session):
         raise AttachmentRequired()
@@ -289,6 +302,7 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem
             channel=scope.channel.value,
             correlation_id=scope.correlation_id[:64],
             text=text,
+            keys=keys,
             provider_key=uuid.uuid4().hex,
         )
         record_audit(
@@ -297,7 +311,7 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str) -> InboxItem
             target_type="session",
             target_id=str(session.pk),
             outcome="queued",
-            metadata={"inbox_id": item.pk, "chars": len(text)},
+            metadata={"inbox_id": item.pk, "chars": len(text), "keys": keys},
         )
     wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
     return item
@@ -312,6 +326,15 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
     item = claim(InboxItem, pk=item_id, worker=worker)
     if item is None:
         return False
+    if item.keys and _earlier_keys_open(item):
+        # Keystrokes are typed in the order they came: this item waits (its claim not counted as an attempt),
+        # and the earlier one wakes it once it is done.
+        InboxItem.objects.filter(pk=item.pk, state=LeaseState.LEASED, lease_owner=worker).update(
+            state=LeaseState.PENDING, lease_owner="", lease_expires_at=None, attempts=F("attempts") - 1
+        )
+        if not _earlier_keys_open(item):  # finished meanwhile: its wake-up found this item leased
+            wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
+        return False
     session = Session.objects.select_related("tenant", "owner").get(pk=item.session_id)
     actor = get_user_model().objects.get(pk=item.created_by_id)
     scope = Scope(
@@ -322,7 +345,13 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
         session=str(session.pk),
     )
     try:
-        get_provider(session.provider_instance).send_message(session.runtime_ref, item.text, item.provider_key, scope)
+        provider = get_provider(session.provider_instance)
+        if item.keys:
+            if not isinstance(provider, TerminalProvider):
+                raise CapabilityUnsupported("This session's runtime is not a terminal.")
+            provider.send_keys(session.runtime_ref, item.text, item.provider_key, scope)
+        else:
+            provider.send_message(session.runtime_ref, item.text, item.provider_key, scope)
     except ProviderUnavailable as exc:
         fail(item, worker=worker, error=exc.code, retry_in_seconds=retry_in_seconds)
         raise
@@ -337,6 +366,7 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
                 kind=stream.EventKind.SYSTEM,
                 body=stream.system_body(text=f"message {item.pk} was not delivered", code=exc.code),
             )
+            _wake_next_keys(item)
         return False
     with transaction.atomic():
         if not complete(item, worker=worker):
@@ -347,7 +377,31 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
             body=stream.message_in_body(inbox_id=item.pk, text=item.text, channel=item.channel),
         )
         InboxItem.objects.filter(pk=item.pk).update(delivered_seq=event.seq)
+        _wake_next_keys(item)
     return True
+
+
+def _earlier_keys_open(item: InboxItem) -> bool:
+    """Whether keystrokes queued before ``item`` for its session are still to be typed."""
+    return InboxItem.objects.filter(
+        session_id=item.session_id,
+        keys=True,
+        pk__lt=item.pk,
+        state__in=(LeaseState.PENDING, LeaseState.LEASED),
+    ).exists()
+
+
+def _wake_next_keys(item: InboxItem) -> None:
+    if not item.keys:
+        return
+    following = (
+        InboxItem.objects.filter(session_id=item.session_id, keys=True, pk__gt=item.pk, state=LeaseState.PENDING)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if following is not None:
+        wake_on_commit(DELIVER_INBOX_ITEM, following)
 
 
 def wake_inbox_item(pk: object) -> None:
@@ -358,6 +412,27 @@ def wake_inbox_item(pk: object) -> None:
 def inbox_requeue_due() -> int:
     """Wake items left pending after a transient failure once they are due again (their task gave up)."""
     return requeue_due(InboxItem, wake_inbox_item, settle_seconds=5)
+
+
+# --- the screen --------------------------------------------------------------------------------------
+
+
+def session_screen(*, scope: Scope, session_id: object) -> tuple[Session, Screen]:
+    """What the session's terminal shows now, for whoever may read its stream (a read: nothing recorded).
+
+    The session row is read before the screen, so ``last_seq`` never counts output newer than the screen;
+    output the pump has not stored yet is after the screen's cursor, and a viewer draws it on top.
+    """
+    session = selectors.access_session(scope=scope, session_id=session_id)
+    provider = get_provider(session.provider_instance)
+    if not isinstance(provider, TerminalProvider):
+        raise CapabilityUnsupported(
+            "This session's runtime has no screen: its output is its text.",
+            details={"provider": session.provider_instance, "operation": "screen_snapshot"},
+        )
+    if session.status != SessionStatus.RUNNING:
+        raise Conflict("The session has ended: its output is all in its stream.")
+    return session, provider.screen_snapshot(session.runtime_ref, scope)
 
 
 # --- terminate ----------------------------------------------------------------------------------------

@@ -122,6 +122,10 @@ class EventsQuerySerializer(serializers.Serializer[Any]):
 
 class MessageSerializer(serializers.Serializer[Any]):
     text = serializers.CharField(max_length=4000, trim_whitespace=False)
+    keys = serializers.BooleanField(
+        default=False,
+        help_text="a terminal's keystrokes, typed exactly as they are (no Enter added); terminals (tmux) only",
+    )
 
 
 class AttachSerializer(serializers.Serializer[Any]):

@@ -8,6 +8,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/<str:session_id>/", views.SessionDetailView.as_view(), name="session"),
     path("sessions/<str:session_id>/tree/", views.SessionTreeView.as_view(), name="session-tree"),
     path("sessions/<str:session_id>/events/", views.SessionEventsView.as_view(), name="session-events"),
+    path("sessions/<str:session_id>/screen/", views.SessionScreenView.as_view(), name="session-screen"),
     path("sessions/<str:session_id>/turns/", turn_views.SessionTurnsView.as_view(), name="session-turns"),
     path("sessions/<str:session_id>/messages/", views.SessionMessagesView.as_view(), name="session-messages"),
     path("sessions/<str:session_id>/attach/", views.SessionAttachView.as_view(), name="session-attach"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -37,6 +38,29 @@ from .serializers import (
 )
 
 LIST_LIMIT = 200
+# The screen answer, described for the schema only: its fields `source` and `data` would shadow a
+# serializer's own attributes, so the view answers the dict as it is.
+SCREEN = inline_serializer(
+    name="Screen",
+    fields={
+        "session_id": serializers.UUIDField(),
+        "seq": serializers.IntegerField(help_text="the session's last seq when the screen was read"),
+        "source": serializers.CharField(
+            help_text="the stream source shown (a tmux pane); output of others is not on it"
+        ),
+        "cursor": serializers.CharField(
+            help_text="the stream cursor of `source` already on this screen: draw only output after it on top"
+        ),
+        "cols": serializers.IntegerField(),
+        "rows": serializers.IntegerField(),
+        "cursor_x": serializers.IntegerField(help_text="0-based column of the cursor"),
+        "cursor_y": serializers.IntegerField(help_text="0-based row of the cursor"),
+        "alternate": serializers.BooleanField(help_text="the alternate screen (a full-screen program's) is shown"),
+        "data": serializers.CharField(
+            help_text="escape sequences that redraw this screen on a terminal of cols by rows, colours included"
+        ),
+    },
+)
 
 
 class SessionListView(ScopedAPIView):
@@ -193,6 +217,21 @@ class SessionEventsView(ScopedAPIView):
         )
 
 
+class SessionScreenView(ScopedAPIView):
+    error_statuses = {"get": PROVIDER_ERRORS}
+
+    @extend_schema(
+        responses=SCREEN,
+        description="What the session's terminal shows now (tmux: the active pane, colours, cursor and the "
+        "alternate screen included), for whoever may read its stream. A viewer opened at the stream's tail "
+        "draws this first, then the output of `source` after `cursor`. A runtime without a screen (pi, Hermes, "
+        "Matrix) answers 501 `capability_unsupported`, an ended session 409; sessions you may not read 404.",
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session, screen = services.session_screen(scope=self.scope, session_id=session_id)
+        return Response({"session_id": str(session.pk), "seq": session.last_seq, **dataclasses.asdict(screen)})
+
+
 class SessionMessagesView(ScopedAPIView):
     error_statuses = {"post": PROVIDER_ERRORS}
 
@@ -204,14 +243,19 @@ class SessionMessagesView(ScopedAPIView):
             )
         },
         parameters=[IDEMPOTENCY_PARAMETER],
-        description="Raw input to the runtime (keys into tmux), queued and delivered by a worker. Needs an "
-        "interactive attachment (`interactive_attachment_required` otherwise).",
+        description="Raw input to the runtime (keys into tmux), queued and delivered by a worker, once per "
+        "`Idempotency-Key`: `text` is typed, then Enter; with `keys: true` it is typed exactly as it is (a "
+        "terminal's keystrokes; terminals only, `capability_unsupported` otherwise). Needs an interactive "
+        "attachment (`interactive_attachment_required` otherwise).",
     )
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:
         data = MessageSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = services.message_enqueue(scope=self.scope, session_id=session_id, text=data.validated_data["text"])
+        values = data.validated_data
+        item = services.message_enqueue(
+            scope=self.scope, session_id=session_id, text=values["text"], keys=values["keys"]
+        )
         return Response({"inbox_id": item.pk, "state": item.state}, status=status.HTTP_202_ACCEPTED)
 
 

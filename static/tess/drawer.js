@@ -1,9 +1,10 @@
 /* The Tess drawer on every admin page: sessions, the conversation, the live output, cards.
 
 The server is the truth. On load and on every session switch the drawer reads the selected session, its
-cards, approvals and hand-offs from the REST API and the last screenful of its stream (?tail=); the websocket
-then resumes from that tail's seq, and live events apply on top by id, never moving an item back (a reload or
-a late message cannot resurrect a decided card). "Load earlier" pages back with ?before=.
+cards, approvals and hand-offs from the REST API, the last screenful of its stream (?tail=) and, for a
+terminal, its screen now (…/screen/); the websocket then resumes from that tail's seq, and live events apply
+on top by id, never moving an item back (a reload or a late message cannot resurrect a decided card).
+"Load earlier" pages back with ?before=.
 
 Hooks other scripts may use (window.Tess):
   Tess.openSession(id)    open the drawer on that session (the fleet board's "open in the drawer")
@@ -11,7 +12,8 @@ Hooks other scripts may use (window.Tess):
   Tess.systemLine(text)   a line of the drawer's own in the conversation
   Tess.cardFor(kind, id, title), Tess.settleCard(card)   a card, and moving it to the history once decided
   Tess.onStart, Tess.onMeEvent   listeners: the drawer started; an event of /ws/me/
-  Tess.markdown(text), Tess.richText(text)   safe rendering of model text (DOM nodes, never innerHTML) */
+  Tess.markdown(text), Tess.richText(text)   safe rendering of model text (DOM nodes, never innerHTML)
+  Tess.terminal           the live output's xterm.js Terminal (read its buffer; tests do) */
 (function () {
   "use strict";
   const { api, el, plural } = window.Tess;
@@ -42,6 +44,7 @@ Hooks other scripts may use (window.Tess):
   const output = $("tess-output");
   const newOutput = $("tess-new-output");
   const loadEarlierButton = $("tess-load-earlier");
+  const interactiveButton = $("tess-interactive");
   const connection = $("tess-connection");
   const sessionState = $("tess-session-state");
   const cards = $("tess-cards");
@@ -222,7 +225,8 @@ Hooks other scripts may use (window.Tess):
     if (open) {
       // Filled while hidden, the panels could not scroll: opening shows the latest lines.
       conversation.scrollTop = conversation.scrollHeight;
-      output.scrollTop = output.scrollHeight;
+      if (view) view.fit();
+      toBottom();
       newOutput.hidden = true;
     }
     if (!focus) return;
@@ -236,6 +240,7 @@ Hooks other scripts may use (window.Tess):
     if (event.key !== "Escape" || drawer.hidden) return;
     const dialog = $("tess-confirm");
     if (dialog && !dialog.hidden) return; // Esc first cancels the open confirmation (memory.js)
+    if (keys.on && output.contains(event.target)) return; // typed into the terminal: the program's Esc
     event.preventDefault();
     setOpen(false);
   });
@@ -260,7 +265,7 @@ Hooks other scripts may use (window.Tess):
     const text = el("div", { class: "tess-text" });
     if (typeof content === "string") text.append(...richText(content));
     else text.append(content);
-    const item = el("li", { class: "tess-line tess-" + kind }, meta, text);
+    const item = el("div", { class: "tess-line tess-" + kind }, meta, text);
     conversation.append(item);
     if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
     return item;
@@ -304,7 +309,7 @@ Hooks other scripts may use (window.Tess):
     const body = event.body || {};
     switch (event.kind) {
       case "output":
-        appendOutput(body.data || "");
+        appendOutput(body);
         break;
       case "turn.in":
         line("in", body.channel && body.channel !== "web" ? "You (" + body.channel + ")" : "You", event.ts, body.text || "");
@@ -349,7 +354,10 @@ Hooks other scripts may use (window.Tess):
     );
     const option = [...picker.options].find((o) => o.value === session.id);
     if (option) option.textContent = sessionLabel(session);
-    if (ended) input.disabled = true;
+    if (ended) {
+      input.disabled = true;
+      showInteractive(false);
+    }
     if (ended && before && before.id === session.id && !ENDED.has(before.status) && !state.replaying) {
       systemLine("The session has ended (" + session.status + ").");
     }
@@ -397,58 +405,239 @@ Hooks other scripts may use (window.Tess):
     }
   });
 
-  // --- the live output ------------------------------------------------------------------------------
+  // --- the live output: a terminal ---------------------------------------------------------------------
 
-  function atBottom() {
-    return output.scrollHeight - output.scrollTop - output.clientHeight < 8;
+  /* The session's output as its terminal shows it (terminal.js, xterm.js). A tmux session opens on its screen
+     as it is now (GET …/screen/: a full-screen program's state cannot be rebuilt from the tail alone), after
+     the tail's output that came before it (the terminal's scrollback); live output of that pane after the
+     screen's cursor is drawn on top. Other runtimes have no screen: their output is written as it comes.
+     "Load earlier" rebuilds the terminal with the earlier output first, while what it drew so far is kept
+     (up to KEPT_CHARS; beyond that it pages back the conversation only). Without xterm.js: text. */
+  const KEPT_CHARS = 4 * 1024 * 1024;
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+  const view = window.Tess.createTerminal ? window.Tess.createTerminal(output, { onKeys: queueKeys }) : null;
+  if (view) {
+    output.classList.add("tess-terminal");
+    window.Tess.terminal = view.terminal;
+  }
+  const term = { screen: null, log: [], chars: 0, trimmed: false };
+
+  function offsetIn(cursor, source) {
+    for (const part of String(cursor || "").split(",")) {
+      const at = part.lastIndexOf(":");
+      if (at > 0 && part.slice(0, at) === source) return Number(part.slice(at + 1)) || 0;
+    }
+    return 0;
   }
 
-  function appendOutput(data) {
-    if (state.replaying) {
+  /* What of an output event is not on the screen read at open: null when all of it is (it came before). */
+  function afterScreen(body) {
+    const data = body.data || "";
+    const screen = term.screen;
+    if (!screen) return data;
+    if ((body.source || "") !== screen.source) return ""; // another pane: not the one shown
+    const mark = offsetIn(screen.cursor, screen.source);
+    const start = offsetIn(body.cursor, screen.source);
+    const end = offsetIn(body.next_cursor, screen.source);
+    if (end <= mark) return null;
+    if (start >= mark) return data;
+    return decoder.decode(encoder.encode(data).slice(mark - start));
+  }
+
+  function termWrite(data, { keep = true } = {}) {
+    if (!data) return;
+    if (!view) {
       output.append(document.createTextNode(data));
       return;
     }
+    view.write(data);
+    if (!keep) return;
+    term.log.push(data);
+    term.chars += data.length;
+    while (term.chars > KEPT_CHARS && term.log.length > 1) {
+      term.chars -= term.log.shift().length;
+      term.trimmed = true;
+    }
+  }
+
+  function atBottom() {
+    if (view) return view.atBottom();
+    return output.scrollHeight - output.scrollTop - output.clientHeight < 8;
+  }
+
+  function toBottom() {
+    if (view) view.scrollToBottom();
+    else output.scrollTop = output.scrollHeight;
+  }
+
+  function appendOutput(body) {
+    const data = afterScreen(body);
+    if (!data) return;
+    if (state.replaying) {
+      termWrite(data);
+      return;
+    }
     const stick = atBottom();
-    output.append(document.createTextNode(data));
-    if (stick) output.scrollTop = output.scrollHeight;
+    termWrite(data);
+    if (stick) toBottom();
     else newOutput.hidden = false;
   }
 
+  if (view) view.onScroll(() => {
+    if (atBottom()) newOutput.hidden = true;
+  });
   output.addEventListener("scroll", () => {
     if (atBottom()) newOutput.hidden = true;
   });
   newOutput.addEventListener("click", () => {
-    output.scrollTop = output.scrollHeight;
+    toBottom();
     newOutput.hidden = true;
-    output.focus();
+    if (view) view.focus();
+    else output.focus();
   });
+
+  function resetTerminal(screen, { text = false } = {}) {
+    term.screen = screen;
+    term.log = [];
+    term.chars = 0;
+    term.trimmed = false;
+    if (!view) {
+      output.replaceChildren();
+      return;
+    }
+    view.reset();
+    view.setText(text);
+    view.size(screen ? screen.cols : null, screen ? screen.rows : null);
+  }
+
+  /* The first page of a session: the tail's output before the screen, the screen, then what came after. */
+  function renderTail(events) {
+    const before = [];
+    const after = [];
+    for (const event of events) {
+      if (event.kind !== "output") continue;
+      state.seen.add(event.seq);
+      const data = afterScreen(event.body || {});
+      if (data === null) before.push(event.body.data || "");
+      else if (data) after.push(data);
+    }
+    for (const data of before) termWrite(data);
+    if (term.screen) termWrite(term.screen.data);
+    for (const data of after) termWrite(data);
+    renderHistory(events.filter((event) => event.kind !== "output"));
+    toBottom();
+  }
 
   /* Render a page of history (oldest first) without moving what the reader is looking at. */
   function renderHistory(events, { before = false } = {}) {
     state.replaying = true;
     const keptLines = before ? [...conversation.childNodes] : [];
-    const keptOutput = before ? [...output.childNodes] : [];
-    const fromBottom = output.scrollHeight - output.scrollTop;
     const lineFromBottom = conversation.scrollHeight - conversation.scrollTop;
-    if (before) {
-      conversation.replaceChildren();
-      output.replaceChildren();
-    }
+    if (before) conversation.replaceChildren();
+    const earlier = [];
     try {
-      for (const event of events) render(event);
+      for (const event of events) {
+        if (event.kind === "output") {
+          const shown = !term.screen || (event.body.source || "") === term.screen.source;
+          if (!state.seen.has(event.seq) && before && shown) earlier.push(event.body.data || "");
+          state.seen.add(event.seq);
+        } else render(event);
+      }
     } finally {
       state.replaying = false;
     }
     if (before) {
       conversation.append(...keptLines);
-      output.append(...keptOutput);
-      output.scrollTop = output.scrollHeight - fromBottom;
       conversation.scrollTop = conversation.scrollHeight - lineFromBottom;
+      if (earlier.length && !term.trimmed) prependOutput(earlier);
     } else {
-      output.scrollTop = output.scrollHeight;
       conversation.scrollTop = conversation.scrollHeight;
     }
   }
+
+  /* Earlier output goes first: the terminal is drawn again from it and everything kept since. */
+  function prependOutput(earlier) {
+    const kept = term.log;
+    term.log = [];
+    term.chars = 0;
+    if (view) view.reset();
+    else output.replaceChildren();
+    for (const data of [...earlier, ...kept]) termWrite(data);
+  }
+
+  // --- interactive: keystrokes to the runtime, in order, each batch once --------------------------------
+
+  const keys = { queue: "", sending: false, on: false, attaching: false };
+
+  function queueKeys(data) {
+    if (!keys.on) return;
+    keys.queue += data;
+    if (!keys.sending) sendKeys();
+  }
+
+  /* One POST at a time (each with its own Idempotency-Key, see api.js), so keystrokes arrive in order;
+     what is typed while one is on its way goes in the next. */
+  async function sendKeys() {
+    keys.sending = true;
+    const session = state.sessionId;
+    try {
+      while (keys.queue && keys.on && session === state.sessionId) {
+        const text = keys.queue.slice(0, 4000);
+        keys.queue = keys.queue.slice(text.length);
+        try {
+          await api("POST", "sessions/" + session + "/messages/", { text, keys: true });
+        } catch (error) {
+          keys.queue = "";
+          systemLine("Your keys were not sent: " + error.message);
+          setInteractive(false, { detach: false });
+        }
+      }
+    } finally {
+      keys.sending = false;
+    }
+  }
+
+  function showInteractive(available) {
+    interactiveButton.hidden = !available || !view;
+    if (interactiveButton.hidden && keys.on) setInteractive(false);
+  }
+
+  async function setInteractive(on, { detach = true } = {}) {
+    const session = state.sessionId;
+    if (on) {
+      if (keys.attaching || !session) return;
+      keys.attaching = true;
+      interactiveButton.disabled = true;
+      try {
+        await api("POST", "sessions/" + session + "/attach/", { mode: "interactive" });
+        if (session !== state.sessionId) return;
+        keys.on = true;
+      } catch (error) {
+        systemLine("Interactive mode is not available: " + error.message);
+      } finally {
+        keys.attaching = false;
+        interactiveButton.disabled = false;
+      }
+    } else {
+      const was = keys.on;
+      keys.on = false;
+      keys.queue = "";
+      if (was && detach && session) api("POST", "sessions/" + session + "/detach/", {}).catch(() => {});
+    }
+    interactiveButton.setAttribute("aria-pressed", String(keys.on));
+    interactiveButton.textContent = keys.on ? "Interactive: on" : "Interactive";
+    interactiveButton.title = keys.on
+      ? "Your keys go to the session's terminal. Click to stop."
+      : "Type into the session: your keys go to its terminal";
+    output.dataset.mode = keys.on ? "interactive" : "read-only";
+    if (view) {
+      view.setInteractive(keys.on);
+      if (keys.on) view.focus();
+    }
+  }
+
+  interactiveButton.addEventListener("click", () => setInteractive(!keys.on));
 
   function showEarlier(prevCursor) {
     state.prevCursor = prevCursor;
@@ -537,12 +726,15 @@ Hooks other scripts may use (window.Tess):
   }
 
   async function selectSession(id) {
+    if (keys.on) setInteractive(false); // the attachment was to the session being left
+    showInteractive(false);
     disconnect();
     const generation = state.generation;
     Object.assign(state, { sessionId: id, session: null, lastSeq: 0, seen: new Set(), retry: 0 });
     conversation.replaceChildren();
-    output.replaceChildren();
+    resetTerminal(null);
     delete output.dataset.lastSeq;
+    delete output.dataset.ready;
     newOutput.hidden = true;
     showEarlier(null);
     clearCards();
@@ -565,6 +757,8 @@ Hooks other scripts may use (window.Tess):
         api("GET", "cards/?" + query + "&page_size=50"),
         api("GET", "approvals/?" + query + "&page_size=50"),
         api("GET", "handoffs/?" + query),
+        // A terminal's screen now (tmux); a runtime without one, or an ended session, answers an error: none.
+        api("GET", "sessions/" + id + "/screen/").catch((error) => ({ missing: error.status })),
       ]);
     } catch (error) {
       if (generation !== state.generation) return;
@@ -573,12 +767,17 @@ Hooks other scripts may use (window.Tess):
       return;
     }
     if (generation !== state.generation) return;
-    const [session, page, cardPage, approvalPage, handoffPage] = read;
+    const [session, page, cardPage, approvalPage, handoffPage, screen] = read;
     showSession({ ...sessionsById.get(id), ...session });
     for (const card of [...cardPage.results].reverse()) window.Tess.upsertCard(card);
     for (const approval of [...approvalPage.results].reverse()) upsertApproval(approval);
     for (const handoff of [...handoffPage.results].reverse()) upsertHandoff(handoff);
-    renderHistory(page.events);
+    // 409: a terminal that has ended (its output is a terminal's, lines end in CR LF); otherwise a runtime
+    // without a screen, whose text ends lines with LF alone.
+    resetTerminal(screen.missing ? null : screen, { text: !!screen.missing && screen.missing !== 409 });
+    renderTail(page.events);
+    output.dataset.ready = "1";
+    showInteractive(!screen.missing && !ENDED.has(session.status));
     state.lastSeq = page.next_cursor;
     output.dataset.lastSeq = String(state.lastSeq);
     showEarlier(page.prev_cursor);

@@ -214,7 +214,19 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]  # the drawer's JavaScript and CSS (static/tess/)
+STATICFILES_DIRS: list[Any] = [BASE_DIR / "static"]  # the drawer's JavaScript and CSS (static/tess/)
+# The drawer's terminal (xterm.js), installed at pinned versions by `npm ci` in frontend/ (scripts/frontend.sh)
+# and served from here like Tess's own files; collectstatic copies them too. Absent before that install.
+_NODE_MODULES = BASE_DIR / "frontend" / "node_modules"
+STATICFILES_DIRS += [
+    (prefix, _NODE_MODULES / package)
+    for prefix, package in (
+        ("vendor/xterm", "@xterm/xterm/lib"),
+        ("vendor/xterm/css", "@xterm/xterm/css"),
+        ("vendor/xterm-addon-fit", "@xterm/addon-fit/lib"),
+    )
+    if (_NODE_MODULES / package).is_dir()
+]
 # The ASGI app serves static files itself (daphne has no static serving); 0 when a web server serves STATIC_ROOT.
 TESS_SERVE_STATIC = env_bool("TESS_SERVE_STATIC", True)
 # Content-Security-Policy of every response (tess_site/csp.py); empty means the built-in policy.

@@ -203,3 +203,45 @@ def off_the_browser_loop(fn: Callable[[], Any]) -> Any:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(run).result()
+
+
+# --- the drawer's terminal (xterm.js, exposed as window.Tess.terminal) -------------------------------------
+
+TERMINAL_LINES = """({all}) => {
+  const buffer = window.Tess.terminal.buffer.active;
+  const first = all ? 0 : buffer.baseY;
+  const last = all ? buffer.length : buffer.baseY + window.Tess.terminal.rows;
+  const lines = [];
+  for (let y = first; y < last; y++) lines.push(buffer.getLine(y)?.translateToString(true) ?? "");
+  return lines;
+}"""
+
+TERMINAL_CELL = """([x, y]) => {
+  const buffer = window.Tess.terminal.buffer.active;
+  const cell = buffer.getLine(buffer.baseY + y)?.getCell(x);
+  if (!cell) return null;
+  return {
+    char: cell.getChars(),
+    fg: cell.isFgPalette() ? cell.getFgColor() : cell.isFgDefault() ? "default" : "rgb:" + cell.getFgColor(),
+    bg: cell.isBgPalette() ? cell.getBgColor() : cell.isBgDefault() ? "default" : "rgb:" + cell.getBgColor(),
+    bold: !!cell.isBold(),
+  };
+}"""
+
+
+def terminal_lines(page: Any, *, scrollback: bool = False) -> list[str]:
+    """The rows of the drawer's terminal as it draws them: the screen, or with ``scrollback`` every row."""
+    return page.evaluate(TERMINAL_LINES, {"all": scrollback})
+
+
+def terminal_cell(page: Any, x: int, y: int) -> dict[str, Any] | None:
+    """The cell at column ``x``, row ``y`` of the screen (0-based): its text, colours (palette index) and bold."""
+    return page.evaluate(TERMINAL_CELL, [x, y])
+
+
+def wait_for_terminal_text(page: Any, text: str, *, timeout: float = 15_000, scrollback: bool = False) -> None:
+    page.wait_for_function(
+        f"([text, all]) => !!window.Tess?.terminal && ({TERMINAL_LINES})({{all}}).join('\\n').includes(text)",
+        arg=[text, scrollback],
+        timeout=timeout,
+    )

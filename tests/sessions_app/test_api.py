@@ -16,7 +16,7 @@ from .conftest import pump_until
 
 pytestmark = pytest.mark.django_db
 
-ROUTES = ["", "tree/", "events/"]
+ROUTES = ["", "tree/", "events/", "screen/"]
 POSTS = ["messages/", "attach/", "detach/", "terminate/"]
 
 

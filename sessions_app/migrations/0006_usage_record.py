@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0002_plural_names"),
-        ("sessions_app", "0004_session_agent_state"),
+        ("sessions_app", "0005_inbox_item_keys"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
