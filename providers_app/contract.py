@@ -182,8 +182,9 @@ class OutputChunk:
     # Such a chunk usually carries no ``data``.
     checkpoint: dict[str, Any] | None = None
     # A billable step the runtime recorded (pi: an assistant message's ``usage``), for sessions_app's usage
-    # ledger: ``{"ref", "model", "input", "output", "cache_read", "cache_write", "cost", "currency"}``; ``ref``
-    # is the runtime's own id for the step, so a re-read records it once; ``cost`` None when not reported.
+    # ledger: ``{"ref", "model", "input", "output", "cache_read", "cache_write", "cost", "currency", "at"}``;
+    # ``ref`` is the runtime's own id for the step, so a re-read records it once; ``cost`` None when not
+    # reported; ``at`` when the runtime recorded it (ISO 8601).
     usage: dict[str, Any] | None = None
 
 

@@ -193,6 +193,7 @@ def usage_of(entry: dict[str, Any]) -> dict[str, Any] | None:
         **counts,
         "cost": str(total) if reported else None,
         "currency": "USD",
+        "at": str(entry.get("timestamp") or ""),
     }
 
 

@@ -357,3 +357,33 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"usage {self.source_ref} ({self.session_id})"
+
+
+class UsageDay(models.Model):
+    """The ledger summed per session, day (UTC), model and currency, kept with every append: what the usage
+    API groups, so its cost follows the days and sessions asked about, not the ledger's rows."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    operator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    provider_instance = models.CharField(max_length=64)
+    model = models.CharField(max_length=128, blank=True)
+    day = models.DateField()
+    currency = models.CharField(max_length=3, blank=True)  # blank: the steps that had no cost
+    steps = models.PositiveBigIntegerField(default=0)
+    unpriced_steps = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=24, decimal_places=8, null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "day", "model", "currency"], name="usage_day_one_row_per_key")
+        ]
+        indexes = [models.Index(fields=["tenant", "day"]), models.Index(fields=["tenant", "operator", "day"])]
+
+    def __str__(self) -> str:
+        return f"usage of {self.session_id} on {self.day}"

@@ -27,7 +27,7 @@ from .models import (
     SessionGroupObjectPermission,
     SessionMigration,
     SessionUserObjectPermission,
-    UsageRecord,
+    UsageDay,
 )
 from .stream import EventKind
 
@@ -217,10 +217,10 @@ def bound_runtime_ids(*, instance: str) -> set[str]:
     )
 
 
-def usage_restrict(*, scope: Scope) -> QuerySet[UsageRecord]:
-    """The usage ledger's rows the scope may read: a tenant admin's or auditor's whole tenant; anyone else's,
-    the rows of the sessions they may see (their own, and those granted to them)."""
-    rows = UsageRecord.objects.filter(tenant=scope.tenant)
+def usage_days_restrict(*, scope: Scope) -> QuerySet[UsageDay]:
+    """The usage ledger's day rows the scope may read: a tenant admin's or auditor's whole tenant; anyone
+    else's, the rows of the sessions they may see (their own, and those granted to them)."""
+    rows = UsageDay.objects.filter(tenant=scope.tenant)
     if scope.actor is None or scope.has_role(Role.ADMIN, Role.AUDITOR):
         return rows
     return rows.filter(session__in=sessions_visible(scope=scope).values("pk"))

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Count, Q, Sum
-from django.db.models.functions import TruncDay
+from django.db.models import F, Sum, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from tess_site.scope import Scope
 
-from .models import CostSource, Session, UsageRecord
-from .selectors import usage_restrict
+from .models import CostSource, Session, UsageDay, UsageRecord
+from .selectors import usage_days_restrict
 
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 PER = Decimal(1_000_000)
@@ -69,36 +71,82 @@ def _cost(step: dict[str, Any], table: dict[str, Price]) -> tuple[Decimal | None
     return total / PER, price.currency, CostSource.PRICED
 
 
+def _when(at: Any) -> datetime:
+    """When the step happened, as its source dated it (an ISO time or a datetime), else now."""
+    if isinstance(at, str):
+        at = parse_datetime(at)
+    if isinstance(at, datetime) and at.tzinfo is not None:
+        return at
+    return timezone.now()
+
+
+def _day_key(row: UsageRecord) -> tuple[str, str, str]:
+    return (row.recorded_at.astimezone(UTC).date().isoformat(), row.model, row.currency)
+
+
 def usage_record(*, session: Session, steps: Iterable[dict[str, Any]]) -> int:
-    """Append the steps a runtime reported for ``session`` (``OutputChunk.usage``); a step whose ``ref`` is
-    already in the ledger is skipped. Call inside the transaction that advances the session's cursor.
-    Returns how many rows were new."""
+    """Append the steps a runtime reported for ``session`` (``OutputChunk.usage``) and add them to the
+    session's day rows; a step whose ``ref`` is already in the ledger is skipped. Call holding the session's
+    row lock (the pump's transaction, which also advances its cursor): the lock keeps the check for known
+    refs and the day sums exact. Returns how many steps were new."""
     table = price_table()
-    rows = []
+    rows: dict[str, UsageRecord] = {}
     for step in steps:
         cost, currency, source = _cost(step, table)
-        rows.append(
-            UsageRecord(
+        ref = str(step["ref"])[:128]
+        rows[ref] = UsageRecord(
+            tenant_id=session.tenant_id,
+            session_id=session.pk,
+            operator_id=session.owner_id,
+            provider_instance=session.provider_instance,
+            model=str(step.get("model") or "")[:128],
+            input_tokens=int(step.get("input") or 0),
+            output_tokens=int(step.get("output") or 0),
+            cache_read_tokens=int(step.get("cache_read") or 0),
+            cache_write_tokens=int(step.get("cache_write") or 0),
+            cost=cost,
+            currency=currency,
+            cost_source=source,
+            source_ref=ref,
+            recorded_at=_when(step.get("at")),
+        )
+    if not rows:
+        return 0
+    known = UsageRecord.objects.filter(session_id=session.pk, source_ref__in=list(rows)).values_list(
+        "source_ref", flat=True
+    )
+    for ref in known:
+        del rows[ref]
+    new = list(rows.values())
+    UsageRecord.objects.bulk_create(new)
+    days: dict[tuple[str, str, str], list[UsageRecord]] = {}
+    for row in new:
+        days.setdefault(_day_key(row), []).append(row)
+    for (day, model, currency), group in days.items():
+        sums = {
+            "steps": len(group),
+            "unpriced_steps": sum(1 for row in group if row.cost_source == CostSource.UNPRICED),
+            **{f"{kind}_tokens": sum(getattr(row, f"{kind}_tokens") for row in group) for kind in TOKEN_KINDS},
+        }
+        costs = [row.cost for row in group if row.cost is not None]
+        cost = sum(costs, Decimal(0)) if costs else None
+        updated = UsageDay.objects.filter(session_id=session.pk, day=day, model=model, currency=currency).update(
+            **{name: F(name) + value for name, value in sums.items()},
+            cost=Coalesce(F("cost"), Value(Decimal(0))) + cost if cost is not None else F("cost"),
+        )
+        if not updated:
+            UsageDay.objects.create(
                 tenant_id=session.tenant_id,
                 session_id=session.pk,
                 operator_id=session.owner_id,
                 provider_instance=session.provider_instance,
-                model=str(step.get("model") or "")[:128],
-                input_tokens=int(step.get("input") or 0),
-                output_tokens=int(step.get("output") or 0),
-                cache_read_tokens=int(step.get("cache_read") or 0),
-                cache_write_tokens=int(step.get("cache_write") or 0),
-                cost=cost,
+                model=model,
+                day=day,
                 currency=currency,
-                cost_source=source,
-                source_ref=str(step["ref"])[:128],
+                cost=cost,
+                **sums,
             )
-        )
-    if not rows:
-        return 0
-    before = UsageRecord.objects.filter(session_id=session.pk).count()
-    UsageRecord.objects.bulk_create(rows, ignore_conflicts=True)
-    return UsageRecord.objects.filter(session_id=session.pk).count() - before
+    return len(new)
 
 
 GROUPS = {
@@ -110,42 +158,39 @@ GROUPS = {
 }
 
 
-def usage_grouped(
-    *, scope: Scope, group_by: str, since: datetime | None, until: datetime | None
-) -> list[dict[str, Any]]:
-    """Sums per group and currency: tokens, cost where known, and how many steps had no cost."""
-    rows = usage_restrict(scope=scope)
+def usage_grouped(*, scope: Scope, group_by: str, since: date | None, until: date | None) -> list[dict[str, Any]]:
+    """Sums per group and currency over the days ``since`` to ``until`` (inclusive, UTC): tokens, the cost
+    where known, and how many steps had no price. Read from the day rows, never the whole ledger."""
+    days = usage_days_restrict(scope=scope)
     if since is not None:
-        rows = rows.filter(recorded_at__gte=since)
+        days = days.filter(day__gte=since)
     if until is not None:
-        rows = rows.filter(recorded_at__lt=until)
+        days = days.filter(day__lte=until)
     key = GROUPS[group_by]
-    if group_by == "day":
-        rows = rows.annotate(day=TruncDay("recorded_at"))
     grouped = (
-        rows.values(key, "currency")
+        days.values(key, "currency")
         .annotate(
-            steps=Count("id"),
-            input_tokens=Sum("input_tokens"),
-            output_tokens=Sum("output_tokens"),
-            cache_read_tokens=Sum("cache_read_tokens"),
-            cache_write_tokens=Sum("cache_write_tokens"),
-            cost=Sum("cost"),
-            unpriced=Count("id", filter=Q(cost_source=CostSource.UNPRICED)),
+            total_steps=Sum("steps"),
+            total_unpriced=Sum("unpriced_steps"),
+            total_input=Sum("input_tokens"),
+            total_output=Sum("output_tokens"),
+            total_cache_read=Sum("cache_read_tokens"),
+            total_cache_write=Sum("cache_write_tokens"),
+            total_cost=Sum("cost"),
         )
         .order_by(key, "currency")
     )
     return [
         {
-            "group": str(row[key].date() if group_by == "day" else row[key]),
+            "group": str(row[key]),
             "currency": row["currency"] or None,
-            "steps": row["steps"],
-            "input_tokens": row["input_tokens"] or 0,
-            "output_tokens": row["output_tokens"] or 0,
-            "cache_read_tokens": row["cache_read_tokens"] or 0,
-            "cache_write_tokens": row["cache_write_tokens"] or 0,
-            "cost": None if row["cost"] is None else str(row["cost"].normalize()),
-            "unpriced_steps": row["unpriced"],
+            "steps": row["total_steps"],
+            "input_tokens": row["total_input"],
+            "output_tokens": row["total_output"],
+            "cache_read_tokens": row["total_cache_read"],
+            "cache_write_tokens": row["total_cache_write"],
+            "cost": None if row["total_cost"] is None else str(row["total_cost"].normalize()),
+            "unpriced_steps": row["total_unpriced"],
         }
         for row in grouped
     ]

@@ -16,12 +16,12 @@ from ..usage import GROUPS, usage_grouped
 
 class UsageQuerySerializer(serializers.Serializer[Any]):
     group_by = serializers.ChoiceField(choices=sorted(GROUPS), default="day", help_text="what each row sums up")
-    since = serializers.DateTimeField(required=False, help_text="only steps recorded at or after this time")
-    until = serializers.DateTimeField(required=False, help_text="only steps recorded before this time")
+    since = serializers.DateField(required=False, help_text="the first day (UTC, YYYY-MM-DD) to include")
+    until = serializers.DateField(required=False, help_text="the last day (UTC, YYYY-MM-DD) to include")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("since") and attrs.get("until") and attrs["until"] <= attrs["since"]:
-            raise serializers.ValidationError({"until": "must be after since"})
+        if attrs.get("since") and attrs.get("until") and attrs["until"] < attrs["since"]:
+            raise serializers.ValidationError({"until": "must not be before since"})
         return attrs
 
 

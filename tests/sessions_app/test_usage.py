@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Sum
+from django.test import override_settings
 
 from providers_app.registry import get_provider, reset_instances
 from sessions_app import services
-from sessions_app.models import Session, UsageRecord
-from sessions_app.usage import price_table
+from sessions_app.models import Session, UsageDay, UsageRecord
+from sessions_app.usage import price_table, usage_record
 from tests.conftest import Cast, scope_of
 from tests.factories import SessionFactory
 from tests.providers_app.pi_writer import PiSessionWriter
@@ -88,11 +90,20 @@ def test_the_ledger_equals_the_file_s_usage_however_often_the_file_is_read(pi_se
         ("USD", session.owner_id, "pi1")
     }
 
+    # The day rows the API reads hold the same sums.
+    days = UsageDay.objects.filter(session=session).aggregate(
+        steps=Sum("steps"), unpriced=Sum("unpriced_steps"), cost=Sum("cost"), tokens=Sum("input_tokens")
+    )
+    assert days["steps"] == len(expected) and days["unpriced"] == 20
+    assert days["cost"] == sum(cost for cost in expected.values() if cost is not None)
+    assert days["tokens"] == sum(r.input_tokens for r in rows)
+
     # A reader that starts over (its cursor lost, or a second reader) counts nothing twice.
     Session.objects.filter(pk=session.pk).update(cursor="")
     for _ in range(5):
         services.session_pump(session_id=session.pk)
     assert ledger() == expected
+    assert UsageDay.objects.filter(session=session).aggregate(steps=Sum("steps"))["steps"] == len(expected)
 
 
 @pytest.mark.parametrize(
@@ -110,15 +121,8 @@ def test_a_bad_price_table_is_refused_with_its_entry_named(settings, table):
         price_table()
 
 
-def _row(session: Session, ref: str, **fields: Any) -> UsageRecord:
-    return UsageRecord.objects.create(
-        tenant=session.tenant,
-        session=session,
-        operator=session.owner,
-        provider_instance=session.provider_instance,
-        source_ref=ref,
-        **fields,
-    )
+def _steps(session: Session, *steps: dict[str, Any]) -> None:
+    assert usage_record(session=session, steps=[{"currency": "USD", **step} for step in steps]) == len(steps)
 
 
 @pytest.fixture
@@ -126,20 +130,12 @@ def ledger(cast: Cast) -> dict[str, Session]:
     mine = SessionFactory.create(owner=cast.owner, tenant=cast.acme, provider_instance="pi1")
     theirs = SessionFactory.create(owner=cast.teammate, tenant=cast.acme, provider_instance="tmux1")
     elsewhere = SessionFactory.create(owner=cast.outsider, tenant=cast.globex, provider_instance="pi1")
-    _row(
-        mine,
-        "a",
-        model="m",
-        input_tokens=100,
-        output_tokens=10,
-        cost=Decimal("0.25"),
-        currency="USD",
-        cost_source="reported",
-    )
-    _row(mine, "b", model="m", input_tokens=50, cost=Decimal("0.5"), currency="USD", cost_source="priced")
-    _row(mine, "c", model="x", output_tokens=7, cost_source="unpriced")
-    _row(theirs, "d", model="m", input_tokens=1, cost=Decimal("9"), currency="USD", cost_source="reported")
-    _row(elsewhere, "e", model="m", input_tokens=1, cost=Decimal("99"), currency="USD", cost_source="reported")
+    with override_settings(TESS_MODEL_PRICES={"m": {"input": "10000"}}):
+        _steps(mine, {"ref": "a", "model": "m", "input": 100, "output": 10, "cost": "0.25"})
+        _steps(mine, {"ref": "b", "model": "m", "input": 50}, {"ref": "c", "model": "x", "output": 7})
+        _steps(theirs, {"ref": "d", "model": "m", "input": 1, "cost": "9"})
+        _steps(elsewhere, {"ref": "e", "model": "m", "input": 1, "cost": "99"})
+        assert usage_record(session=mine, steps=[{"ref": "a", "model": "m", "input": 100, "cost": "0.25"}]) == 0
     return {"mine": mine, "theirs": theirs, "elsewhere": elsewhere}
 
 
@@ -180,13 +176,13 @@ def test_a_granted_session_s_usage_is_readable_and_a_window_limits_the_rows(cast
     assert {(r["group"], r["cost"]) for r in rows} == {("pi1", "0.75"), ("pi1", None), ("tmux1", "9")}
     day = api_as(cast.owner).get("/api/v1/usage/?group_by=day").json()["results"]
     assert sum(r["steps"] for r in day) == 4
-    later = api_as(cast.owner).get("/api/v1/usage/?since=2999-01-01T00:00:00Z").json()["results"]
+    later = api_as(cast.owner).get("/api/v1/usage/?since=2999-01-01").json()["results"]
     assert later == []
 
 
 @pytest.mark.parametrize(
     "query",
-    ["group_by=tenant", "group_by=", "since=yesterday", "since=2026-02-01T00:00:00Z&until=2026-01-01T00:00:00Z"],
+    ["group_by=tenant", "group_by=", "since=yesterday", "since=2026-02-01&until=2026-01-31"],
 )
 def test_a_malformed_query_is_a_validation_error(cast, api_as, ledger, query):
     response = api_as(cast.owner).get(f"/api/v1/usage/?{query}")
