@@ -219,6 +219,9 @@ class AgentRuntimeProvider(ABC):
     """
 
     kind: str = ""
+    # Whether its stream reports billable steps (``OutputChunk.usage``): without, a session's usage is
+    # unknown, never zero.
+    reports_usage: bool = False
 
     def __init__(self, *, name: str, config: dict[str, Any]) -> None:
         self.name = name

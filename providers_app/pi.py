@@ -59,6 +59,7 @@ class PiProvider(AgentRuntimeProvider):
     """A named pi instance: one sessions directory, optionally a pi executable. Thread-safe."""
 
     kind = "pi"
+    reports_usage = True  # each assistant message's usage, from the session file
 
     def __init__(self, *, name: str, config: dict[str, Any]) -> None:
         super().__init__(name=name, config=config)

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import CharField, Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import CharField, Count, DecimalField, IntegerField, Max, Min, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce
 
 from approvals_app.approval_selectors import approvals_restrict
 from approvals_app.card_selectors import cards_restrict
 from approvals_app.handoff_selectors import handoffs_restrict
+from providers_app.contract import ProviderError
+from providers_app.registry import get_provider
 from tess_site.scope import Scope
 
-from .models import AgentState, Session, SessionStatus
+from .models import AgentState, Session, SessionStatus, UsageDay
 from .selectors import sessions_visible
 
 PAGE_SIZE = 50
@@ -66,6 +69,14 @@ def _pending(rows: QuerySet[Any]) -> Coalesce:
     return Coalesce(Subquery(per_session, output_field=IntegerField()), 0)
 
 
+def _usage(aggregate: Any, output: Any, *, costed: bool = False) -> Subquery:
+    """One sum over the session's usage day rows (``costed``: only the rows with a cost)."""
+    rows = UsageDay.objects.filter(session=OuterRef("pk"))
+    if costed:
+        rows = rows.exclude(currency="")
+    return Subquery(rows.order_by().values("session").annotate(v=aggregate).values("v")[:1], output_field=output)
+
+
 def board_sessions(*, scope: Scope, filters: BoardFilters | None = None) -> QuerySet[Session]:
     """The visible sessions matching ``filters``, most recently active first, with owners and pending counts."""
     rows = sessions_filtered(sessions_visible(scope=scope), filters or BoardFilters(ended=False))
@@ -75,6 +86,11 @@ def board_sessions(*, scope: Scope, filters: BoardFilters | None = None) -> Quer
             pending_cards=_pending(cards_restrict(scope).filter(status="pending")),
             pending_approvals=_pending(approvals_restrict(scope).filter(status="pending")),
             pending_handoffs=_pending(handoffs_restrict(scope).filter(status__in=PENDING_HANDOFFS)),
+            usage_steps=_usage(Sum("steps"), IntegerField()),
+            usage_unpriced=_usage(Sum("unpriced_steps"), IntegerField()),
+            usage_cost=_usage(Sum("cost"), DecimalField(max_digits=24, decimal_places=8), costed=True),
+            usage_currency=_usage(Max("currency"), CharField(), costed=True),
+            usage_currency_first=_usage(Min("currency"), CharField(), costed=True),
         )
         .order_by("-updated_at", "-pk")
     )
@@ -107,6 +123,34 @@ def _counted(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _reports_usage(instance: str) -> bool:
+    try:
+        return get_provider(instance).reports_usage
+    except ProviderError:
+        return False
+
+
+def usage_text(session: Session) -> str:
+    """What the session's agent has cost so far, as the board shows it: a figure in its currency, with the
+    steps no price was known for; "unknown" for a runtime that reports no usage (never 0)."""
+    steps = getattr(session, "usage_steps", None) or 0
+    if not steps:
+        return "—" if _reports_usage(session.provider_instance) else "unknown"
+    unpriced = getattr(session, "usage_unpriced", None) or 0
+    currency, first = getattr(session, "usage_currency", None), getattr(session, "usage_currency_first", None)
+    cost: Decimal | None = getattr(session, "usage_cost", None)
+    if currency and currency != first:
+        text = "several currencies"
+    elif currency and cost is not None:
+        cents = cost.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        text = f"< 0.01 {currency}" if 0 < cost < Decimal("0.005") else f"{cents} {currency}"
+    else:
+        text = ""
+    if unpriced:
+        text += f"{' + ' if text else ''}{_counted(unpriced, 'unpriced step')}"
+    return text
+
+
 def board_row(session: Session) -> dict[str, Any]:
     """A row as the page renders it and the board socket sends it (times in ISO 8601)."""
     since = session.agent_state_since
@@ -128,4 +172,5 @@ def board_row(session: Session) -> dict[str, Any]:
         "pending_approvals": getattr(session, "pending_approvals", 0),
         "pending_handoffs": getattr(session, "pending_handoffs", 0),
         "pending": " · ".join(_counted(n, word) for n, word in pending if n),  # "" when nothing waits
+        "usage": usage_text(session),
     }

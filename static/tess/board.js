@@ -85,7 +85,9 @@ the session in the Tess drawer through the drawer's own Tess.openSession (static
     activity.append(time);
     const pending = cell("td", "Waiting", "tess-board-pending");
     pending.textContent = row.pending || "—";
-    tr.replaceChildren(title, agent, provider, owner, activity, pending);
+    const usage = cell("td", "Usage", "tess-board-usage");
+    usage.textContent = row.usage;
+    tr.replaceChildren(title, agent, provider, owner, activity, pending, usage);
     tr.classList.remove("tess-board-changed");
     void tr.offsetWidth; // restart the highlight
     tr.classList.add("tess-board-changed");

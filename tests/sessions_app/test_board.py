@@ -160,3 +160,38 @@ def test_the_page_query_count_does_not_grow_with_the_fleet(cast: Cast, browser_a
 def test_someone_in_no_tenant_is_refused(cast: Cast, browser_as: Any, django_user_model: Any) -> None:
     loner = django_user_model.objects.create_user("loner", password="x", is_staff=True)
     assert browser_as(loner).get("/board/").status_code == 403
+
+
+def test_each_row_says_what_its_agent_has_cost_and_unknown_where_the_runtime_reports_nothing(
+    cast: Cast, settings: Any, tmp_path: Any
+) -> None:
+    from providers_app.registry import reset_instances
+    from sessions_app.usage import usage_record
+
+    settings.TESS_RUNTIME_PROVIDERS = {"pi1": {"kind": "pi", "sessions_dir": str(tmp_path)}}
+    settings.TESS_MODEL_PRICES = {}
+    reset_instances()
+    paid = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="paid", provider_instance="pi1")
+    fresh = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="fresh", provider_instance="pi1")
+    mixed = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="mixed", provider_instance="pi1")
+    SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="tmux", provider_instance="tmux1")
+    step = {"model": "m", "input": 10, "currency": "USD"}
+    usage_record(session=paid, steps=[{**step, "ref": "a", "cost": "0.125"}, {**step, "ref": "b", "cost": "1.2"}])
+    usage_record(session=paid, steps=[{**step, "ref": "c", "model": "no-price"}])
+    usage_record(
+        session=mixed, steps=[{**step, "ref": "a", "cost": "1"}, {**step, "ref": "b", "cost": "1", "currency": "EUR"}]
+    )
+
+    scope = scope_of(cast.owner, cast.acme)
+    with CaptureQueriesContext(connection) as queries:
+        rows = {
+            row["title"]: row["usage"]
+            for row in (board_row_of(scope=scope, session_id=s.pk) for s in (paid, fresh, mixed))
+            if row
+        }
+    assert len(queries) == 3  # one per row, the sums inside it
+    assert rows == {"paid": "1.33 USD + 1 unpriced step", "fresh": "—", "mixed": "several currencies"}
+    tmux = Session.objects.get(title="tmux")
+    assert (board_row_of(scope=scope, session_id=tmux.pk) or {})["usage"] == "unknown"
+    assert fresh.pk and board_row_of(scope=scope_of(cast.teammate, cast.acme), session_id=paid.pk) is None
+    reset_instances()
