@@ -10,6 +10,7 @@ import shutil
 import ssl
 import sys
 import time
+from datetime import date
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ SESSION_HELP = "a session id, or enough of its first characters to be unique amo
 APPROVAL_COLUMNS = ["id", "action", "target_id", "status", "requester", "expires_at"]
 INBOX_COLUMNS = ["kind", "id", "title", "since"]
 CARD_COLUMNS = ["id", "kind", "status", "session_id", "created_at"]
+USAGE_COLUMNS = ["group", "cost", "currency", "unpriced_steps", "steps", "input_tokens", "output_tokens"]
 
 
 def _api(args: argparse.Namespace, **kwargs: Any) -> Api:
@@ -375,6 +377,26 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     return OK
 
 
+def _day(text: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a day as YYYY-MM-DD, not {text!r}") from None
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    params = {"group_by": args.group_by} | {k: v for k in ("since", "until") if (v := getattr(args, k))}
+    data = _results(_api(args).get("/api/v1/usage/", params=params))
+    if args.json:
+        emit_json(data)
+        return OK
+    for row in data:  # an unpriced step has no cost: shown as such, never as 0
+        row["cost"] = row["cost"] if row["cost"] is not None else "-"
+        row["currency"] = row["currency"] or "-"
+    table(data, USAGE_COLUMNS, "No usage recorded (a runtime that reports none, such as tmux, never has any).")
+    return OK
+
+
 def cmd_cards(args: argparse.Namespace) -> int:
     api = _api(args)
     if args.action == "list":
@@ -508,6 +530,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", action="store_true", help="follow the inbox live over the socket (Ctrl-C to stop)")
     p.add_argument("--max-updates", type=int, default=0, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_inbox)
+
+    p = sub.add_parser("usage", parents=[common], help="what your agents cost, summed per day, operator, ...")
+    p.add_argument("--group-by", choices=["day", "operator", "provider", "model", "session"], default="day")
+    p.add_argument("--since", type=_day, help="the first day to include (YYYY-MM-DD, UTC)")
+    p.add_argument("--until", type=_day, help="the last day to include (YYYY-MM-DD, UTC)")
+    p.set_defaults(func=cmd_usage)
 
     p = sub.add_parser("cards", parents=[common], help="your pending cards: list, confirm or dismiss one")
     p.add_argument("action", choices=["list", "confirm", "dismiss"])
