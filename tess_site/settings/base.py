@@ -324,8 +324,9 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 # `make run` sets TESS_DEMO_SESSION=1: a "demo" tmux instance on a private socket under var/ whose command
-# prints a line every second, and a "demo-agent" one whose command works a few seconds, then asks
-# "Continue? [y/N]" and waits for an answer (manage.py tess_demo_session starts both for the demo operator).
+# prints a line every second, a "demo-agent" one whose command works a few seconds, then asks
+# "Continue? [y/N]" and waits for an answer, and a "demo-pi" pi instance with a sample session file
+# (manage.py tess_demo_session binds all three for the demo operator).
 TESS_DEMO_SESSION = env_bool("TESS_DEMO_SESSION", False)
 DEMO_AGENT_SCRIPT = (
     "i=0; while :; do"
@@ -346,6 +347,9 @@ if TESS_DEMO_SESSION:
     TESS_RUNTIME_PROVIDERS.setdefault(
         "demo-agent", {"kind": "tmux", "socket": "demo-agent.sock", "command": ["sh", "-c", DEMO_AGENT_SCRIPT]}
     )
+    # A pi sessions directory under var/pi/demo holding a sample session file with usage entries, so the
+    # board and the usage API have costs to show.
+    TESS_RUNTIME_PROVIDERS.setdefault("demo-pi", {"kind": "pi", "sessions_dir": "demo"})
 
 # --- operational memory plugin and reviewed coding memory (seeds 000 and 003) --------------------------
 # Named adapter instances and the active one: {"active": "default", "instances": {"default": {"kind": "orm",

@@ -8,13 +8,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from decimal import Decimal
 
 import pytest
 from django.conf import settings
 from django.core.management import call_command
 from websockets.sync.client import connect
 
-from sessions_app import pump
+from sessions_app import pump, services
 from sessions_app.models import Session, SessionStatus
 from tess_site.accounts import services as accounts
 from tess_site.scope import Role
@@ -102,4 +103,27 @@ def test_the_demo_session_command_binds_one_session_to_the_demo_operator(setting
     tmux.tmux("kill-server")  # a reboot: the runtime is gone, so the next run replaces it
     call_command("tess_demo_session", stdout=io.StringIO())
     assert [s.status for s in Session.objects.order_by("created_at")] == [SessionStatus.EXITED, SessionStatus.RUNNING]
+    reset_instances()
+
+
+@pytest.mark.django_db
+def test_the_demo_pi_session_shows_what_its_sample_agent_cost(settings, tmux, tmp_path):
+    from providers_app.registry import reset_instances
+    from sessions_app.models import UsageRecord
+
+    settings.VAR_DIR = str(tmp_path)
+    settings.TESS_RUNTIME_PROVIDERS = {"demo": tmux.config(), "demo-pi": {"kind": "pi", "sessions_dir": "demo"}}
+    reset_instances()
+    tenant = accounts.tenant_create(slug="demo")
+    operator, _ = accounts.user_ensure(username="operator")
+    accounts.membership_grant(tenant=tenant, user=operator, role=Role.OPERATOR)
+    for _ in range(2):  # again: nothing new
+        call_command("tess_demo_session", stdout=io.StringIO())
+    pi = Session.objects.get(provider_instance="demo-pi")
+    assert (pi.owner, pi.title, pi.status) == (operator, "refactor billing", SessionStatus.RUNNING)
+    services.session_pump(session_id=pi.pk)
+    rows = UsageRecord.objects.filter(session=pi)
+    assert rows.count() == 13
+    assert sum(row.cost for row in rows if row.cost is not None) == Decimal("0.4881")
+    assert [row.model for row in rows if row.cost_source == "unpriced"] == ["local-coder"]
     reset_instances()

@@ -1,8 +1,9 @@
 """manage.py tess_demo_session: the demo tmux sessions, bound to the demo tenant's operator.
 
-Two sessions: ``demo`` prints a line every second; ``demo agent`` works a few seconds, then asks
+Three sessions: ``demo`` prints a line every second; ``demo agent`` works a few seconds, then asks
 ``Continue? [y/N]`` and waits until someone answers (raw input), so its agent state goes working, waiting
-for input, working again.
+for input, working again; ``refactor billing`` is a sample pi session file whose assistant messages carry
+usage, so the board and the usage API show what an agent cost.
 
 Idempotent: a live demo session is left alone; one whose runtime is gone (a reboot) is marked exited and
 replaced. Where tmux is not installed it says how to install it and exits successfully, so ``make run``
@@ -12,12 +13,14 @@ goes on without the demo session.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
 from providers_app.contract import ProviderError
+from providers_app.pi import PiProvider
 from providers_app.registry import configured_instances, get_provider
 from sessions_app import services
 from sessions_app.models import Session, SessionStatus
@@ -25,6 +28,8 @@ from tess_site.accounts.models import Tenant
 from tess_site.accounts.selectors import roles_for
 from tess_site.scope import Channel, Scope
 
+SAMPLE_PI_FILE = Path(__file__).resolve().parents[2] / "demo_data" / "pi-demo-session.jsonl"
+SAMPLE_PI_ID = "0b7c1d2e-5f60-4a71-8b92-a3b4c5d6e7f8"
 INSTALL_HINT = (
     "tmux is not installed, so there is no demo session. Install it (Debian/Ubuntu: sudo apt-get install tmux; "
     "Fedora: sudo dnf install tmux; macOS: brew install tmux) and run make run again."
@@ -40,6 +45,9 @@ class Command(BaseCommand):
             "--agent-instance",
             default="demo-agent",
             help="provider instance of the demo agent that asks questions (default: demo-agent; '' for none)",
+        )
+        parser.add_argument(
+            "--pi-instance", default="demo-pi", help="pi instance of the sample session file (default: demo-pi)"
         )
         parser.add_argument("--tenant", default="demo")
         parser.add_argument("--username", default="operator")
@@ -67,6 +75,38 @@ class Command(BaseCommand):
         self._ensure(scope, instance, "demo")
         if options["agent_instance"] in configured_instances():
             self._ensure(scope, options["agent_instance"], "demo agent")
+        if options["pi_instance"] in configured_instances():
+            self._ensure_pi(scope, options["pi_instance"])
+
+    def _ensure_pi(self, scope: Scope, instance: str) -> None:
+        """The sample pi session file in the instance's directory, bound to the scope's user once."""
+        assert scope.actor is not None
+        provider = get_provider(instance)
+        assert isinstance(provider, PiProvider)
+        project = provider.root / "--srv-demo-billing--"
+        project.mkdir(parents=True, exist_ok=True)
+        target = project / f"2026-11-27T09-00-00-000Z_{SAMPLE_PI_ID}.jsonl"
+        if not target.exists():
+            shutil.copyfile(SAMPLE_PI_FILE, target)
+        runtime = next((r for r in provider.list_sessions(scope) if SAMPLE_PI_ID in r.ref.runtime_id), None)
+        if runtime is None:
+            self.stdout.write(f"The sample pi session file in {project} was not found; no pi demo session.")
+            return
+        bound = Session.objects.filter(
+            tenant=scope.tenant,
+            provider_instance=instance,
+            runtime_id=runtime.ref.runtime_id,
+            status=SessionStatus.RUNNING,
+        ).first()
+        if bound is None:
+            bound = services.session_bind_started(
+                scope=scope, owner=scope.actor, runtime=runtime, title="refactor billing"
+            )
+            self.stdout.write(
+                f"Demo session {bound.pk} (refactor billing) bound to a sample pi session file with usage."
+            )
+        else:
+            self.stdout.write(f"Demo session {bound.pk} is bound ({instance}:{bound.runtime_id}).")
 
     def _ensure(self, scope: Scope, instance: str, title: str) -> None:
         """One running session of ``instance`` for the scope's user: the live one, or a new one."""
