@@ -278,7 +278,9 @@ class KeyHold:
         self.settled = True
         values = [IdempotencyState.DONE, status_code, _BODY.get_db_prep_save(body, connection), self.record_id]
         with hot_cursor() as cursor:  # every turn runs it: a prepared statement on PostgreSQL
-            cursor.execute(_FINISH_HELD, [*values, IdempotencyState.IN_FLIGHT, self.claimed_at])
+            # The time as the backend stores it: SQLite compares text, and a raw parameter is not converted.
+            claimed = connection.ops.adapt_datetimefield_value(self.claimed_at)
+            cursor.execute(_FINISH_HELD, [*values, IdempotencyState.IN_FLIGHT, claimed])
             if cursor.rowcount != 1:
                 raise IdempotencyInFlight()
 

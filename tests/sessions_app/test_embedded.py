@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 
+import httpx
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -19,7 +25,7 @@ from sessions_app import pump, services
 from sessions_app.models import Session, SessionStatus
 from tess_site.accounts import services as accounts
 from tess_site.scope import Role
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.tess_site.children import ROOT, VENV_BIN, Child, child_env, free_port, serves_healthz
 from tests.waiting import wait_for
 
 
@@ -127,3 +133,40 @@ def test_the_demo_pi_session_shows_what_its_sample_agent_cost(settings, tmux, tm
     assert sum(row.cost for row in rows if row.cost is not None) == Decimal("0.4881")
     assert [row.model for row in rows if row.cost_source == "unpriced"] == ["local-coder"]
     reset_instances()
+
+
+def test_the_embedded_default_answers_a_turn_and_replays_it_on_sqlite(start_child: Callable[..., Child]) -> None:
+    """What `make run` serves: SQLite, no Redis, the dev settings, the demo sessions. A turn is answered (its
+    three steps commit on SQLite too) and the same key replays the answer."""
+    var = Path(tempfile.mkdtemp(prefix="tess-", dir="/tmp"))  # short: tmux sockets live under it
+    env = child_env(DJANGO_SETTINGS_MODULE="tess_site.settings.dev", TESS_VAR_DIR=str(var), TESS_DEMO_SESSION="1")
+    for name in ("DATABASE_URL", "REDIS_URL", "TESS_RUNTIME_PROVIDERS"):
+        env.pop(name, None)
+    manage = [str(VENV_BIN / "python"), "manage.py"]
+    try:
+        printed = ""
+        for command in (["migrate", "--noinput"], ["tess_demo"], ["tess_demo_session"]):
+            done = subprocess.run([*manage, *command], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            printed += done.stdout
+        password = re.search(r"operator\s+(\S+)\s+\(operator\)", printed)
+        assert password is not None, printed
+        port = free_port()
+        daphne = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"]
+        child = start_child("daphne-sqlite", daphne, env)
+        assert wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30), child.output()
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=30, trust_env=False) as client:
+            login = {"username": "operator", "password": password[1]}
+            client.headers["Authorization"] = f"Bearer {client.post('/auth/token/', json=login).json()['token']}"
+            sessions = client.get("/sessions/").json()["results"]
+            session_id = next(s["id"] for s in sessions if s["title"] == "refactor billing")
+            path, key = f"/sessions/{session_id}/turns/", {"Idempotency-Key": "turn-1"}
+            first = client.post(path, json={"text": "hello"}, headers=key)
+            again = client.post(path, json={"text": "hello"}, headers=key)
+        assert first.status_code == 200, first.text
+        assert again.status_code == 200 and again.headers.get("Idempotency-Replayed") == "true"
+        assert again.json()["turn_id"] == first.json()["turn_id"]
+    finally:
+        for socket in (var / "tmux").glob("*.sock"):
+            subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+        shutil.rmtree(var, ignore_errors=True)
