@@ -8,6 +8,7 @@ the same rule in steps (``_visible``): the session in the tenant, then its owner
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from tess_site.scope import Role, Scope
 
 from .models import (
     AttachMode,
+    ConversationSummary,
     RuntimeAttachment,
     Session,
     SessionEvent,
@@ -197,6 +199,46 @@ def events_before(
     if before is not None:
         rows = rows.filter(seq__lt=before)
     return list(reversed(rows.order_by("-seq")[:limit]))
+
+
+# What a session's conversation is made of: the turns, and what happened between them that the next turn
+# should know (an approval decided, a hand-off finished, the session ended). Runtime output and the system
+# lines a turn writes about itself are not conversation.
+CONVERSATION_KINDS = (EventKind.TURN_IN, EventKind.TURN_OUT, EventKind.APPROVAL, EventKind.HANDOFF, EventKind.STATUS)
+_DECIDED_APPROVAL = ("approved", "denied", "executed", "failed")
+_FINISHED_HANDOFF = ("completed", "failed")
+
+
+def conversation_events(*, session_id: uuid.UUID, after: int, batch: int = 200) -> Iterator[SessionEvent]:
+    """The conversation events of an already-authorized session with ``seq > after``, newest first, read
+    lazily in batches (a caller stops once its token budget is full)."""
+    rows = (
+        SessionEvent.objects.filter(session_id=session_id, seq__gt=after, kind__in=CONVERSATION_KINDS)
+        .filter(
+            Q(kind__in=(EventKind.TURN_IN, EventKind.TURN_OUT))
+            | Q(kind=EventKind.APPROVAL, body__status__in=_DECIDED_APPROVAL)
+            | Q(kind=EventKind.HANDOFF, body__status__in=_FINISHED_HANDOFF)
+            | (Q(kind=EventKind.STATUS) & ~Q(body__status="running"))
+        )
+        .order_by("-seq")
+    )
+    before: int | None = None
+    while True:
+        page = list((rows if before is None else rows.filter(seq__lt=before))[:batch])
+        yield from page
+        if len(page) < batch:
+            return
+        before = page[-1].seq
+
+
+def conversation_summary_latest(*, session_id: uuid.UUID) -> ConversationSummary | None:
+    """The newest summary of an already-authorized session's earlier conversation, if any."""
+    return ConversationSummary.objects.filter(session_id=session_id).order_by("-last_seq").first()
+
+
+def conversation_summarised_since(*, session_id: uuid.UUID, last_seq: int) -> bool:
+    """Whether a summary reaching ``last_seq`` or beyond exists (another turn made it first)."""
+    return ConversationSummary.objects.filter(session_id=session_id, last_seq__gte=last_seq).exists()
 
 
 def session_for_approval(*, session_id: object, tenant_id: int) -> Session | None:
