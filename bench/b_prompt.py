@@ -43,9 +43,8 @@ def _conversation(scope: Scope, tenant_id: int, turns: int) -> Session:
         provider_instance="bench",
         runtime_id=f"${uuid.uuid4().hex[:8]}",
     )
-    output = [
-        (stream.EventKind.OUTPUT, stream.output_body(data="build step ok\n" * 4, source="%1", cursor="", next_cursor=""))
-    ] * OUTPUT_PER_TURN
+    body = stream.output_body(data="build step ok\n" * 4, source="%1", cursor="", next_cursor="")
+    output = [(stream.EventKind.OUTPUT, body)] * OUTPUT_PER_TURN
     for n in range(turns):
         turn_handle(scope=scope, session_id=str(session.pk), text=f"what changed in the fleet since step {n}?")
         events_append(session_id=session.pk, items=output)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 MESSAGE_OVERHEAD = 4
 BYTES_PER_TOKEN = 3
+COUNT_CACHE_SIZE = 16_384
 
 # Model-name prefixes and the vocabulary their models use.
 _VOCABULARIES: tuple[tuple[str, str], ...] = (
@@ -53,7 +54,13 @@ def _encoder(vocabulary: str) -> Callable[[str], int] | None:
             return None
         encoding = bpe_openai.get_encoding(vocabulary)
         encoding.encode_ordinary("")  # loads the vocabulary now
-    return lambda text: len(encoding.encode_ordinary(text))
+
+    # Every prompt of a session counts the same earlier turns again: remember recent counts by text.
+    @functools.lru_cache(maxsize=COUNT_CACHE_SIZE)
+    def count(text: str) -> int:
+        return len(encoding.encode_ordinary(text))
+
+    return count
 
 
 def token_counter(model: str) -> Callable[[str], int]:

@@ -30,7 +30,7 @@ from providers_app.model_tokens import MESSAGE_OVERHEAD, token_counter
 from tess_site.transactions import connection_release
 
 from . import selectors, stream
-from .models import ConversationSummary, Session, SessionEvent
+from .models import ConversationSummary, Session
 
 KEEP_SHARE = 2  # the newest messages kept verbatim after a summary: at most budget / KEEP_SHARE
 SUMMARY_SHARE = 4  # a summary's text: at most budget / SUMMARY_SHARE
@@ -77,46 +77,45 @@ class Conversation:
     system_lines: list[tuple[str, str]] = field(default_factory=list)  # (code, text)
 
 
-def _between_line(event: SessionEvent) -> str:
-    body: dict[str, Any] = event.body if isinstance(event.body, dict) else {}
-    status = str(body.get("status", ""))
-    if event.kind == stream.EventKind.APPROVAL:
-        return f"Approval {body.get('id', '?')} was {status}."
-    if event.kind == stream.EventKind.HANDOFF:
-        result = " ".join(str(body.get("result", "")).split())
+def _between_line(kind: str, body: dict[str, Any]) -> str:
+    status = str(body.get("status") or "")
+    if kind == stream.EventKind.APPROVAL:
+        return f"Approval {body.get('id') or '?'} was {status}."
+    if kind == stream.EventKind.HANDOFF:
+        result = " ".join(str(body.get("result") or "").split())
         if len(result) > HANDOFF_RESULT_CHARS:
             result = result[: HANDOFF_RESULT_CHARS - 1] + "…"
-        return f"Hand-off {body.get('id', '?')} {status}" + (f": {result}" if result else ".")
+        return f"Hand-off {body.get('id') or '?'} {status}" + (f": {result}" if result else ".")
     return "The session was terminated." if status == "terminated" else f"The session {status}."
 
 
-def _item(event: SessionEvent, count: Callable[[str], int]) -> Item | None:
-    body: dict[str, Any] = event.body if isinstance(event.body, dict) else {}
-    if event.kind == stream.EventKind.TURN_IN:
-        role, text = "user", str(body.get("text", ""))
-    elif event.kind == stream.EventKind.TURN_OUT:
-        role, text = "assistant", str(body.get("text", ""))
+def _item(seq: int, kind: str, body: Any, count: Callable[[str], int]) -> Item | None:
+    body = body if isinstance(body, dict) else {}
+    if kind == stream.EventKind.TURN_IN:
+        role, text = "user", str(body.get("text") or "")
+    elif kind == stream.EventKind.TURN_OUT:
+        role, text = "assistant", str(body.get("text") or "")
     else:
-        role, text = "system", _between_line(event)
+        role, text = "system", _between_line(kind, body)
     if not text.strip():
         return None
-    return Item(seq=event.seq, role=role, text=text, tokens=count(text) + MESSAGE_OVERHEAD)
+    return Item(seq=seq, role=role, text=text, tokens=count(text) + MESSAGE_OVERHEAD)
 
 
-def _items(events: Iterator[SessionEvent], count: Callable[[str], int]) -> Iterator[Item]:
+def _items(events: Iterator[tuple[int, str, Any]], count: Callable[[str], int]) -> Iterator[Item]:
     """The conversation's items, newest first; a status line repeated by later status events is one line."""
     held: Item | None = None  # a status line, given out once the next older line is known to differ
-    for event in events:
-        item = _item(event, count)
+    for seq, kind, body in events:
+        item = _item(seq, kind, body, count)
         if item is None:
             continue
         if held is not None:
-            if event.kind == stream.EventKind.STATUS and item.text == held.text:
+            if kind == stream.EventKind.STATUS and item.text == held.text:
                 held = item  # the same end announced again: keep the earliest
                 continue
             yield held
             held = None
-        if event.kind == stream.EventKind.STATUS:
+        if kind == stream.EventKind.STATUS:
             held = item
         else:
             yield item

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -209,10 +210,31 @@ _DECIDED_APPROVAL = ("approved", "denied", "executed", "failed")
 _FINISHED_HANDOFF = ("completed", "failed")
 
 
-def conversation_events(*, session_id: uuid.UUID, after: int, batch: int = 200) -> Iterator[SessionEvent]:
-    """The conversation events of an already-authorized session with ``seq > after``, newest first, read
-    lazily in batches (a caller stops once its token budget is full)."""
-    rows = (
+_CONVERSATION_EVENTS = f"""
+    SELECT seq, kind, body ->> 'text', body ->> 'status', body ->> 'id', body ->> 'result'
+      FROM {SessionEvent._meta.db_table}
+     WHERE session_id = %s AND seq > %s::bigint AND seq < %s::bigint
+       AND kind IN ('turn.in', 'turn.out', 'approval', 'handoff', 'status')
+       AND (kind IN ('turn.in', 'turn.out')
+            OR (kind = 'approval' AND body ->> 'status' IN ('approved', 'denied', 'executed', 'failed'))
+            OR (kind = 'handoff' AND body ->> 'status' IN ('completed', 'failed'))
+            OR (kind = 'status' AND body ->> 'status' <> 'running'))
+     ORDER BY seq DESC
+     LIMIT %s::int
+"""  # noqa: S608 (the table name is the model's)
+
+
+def _conversation_page(session_id: uuid.UUID, after: int, before: int | None, batch: int) -> list[tuple[int, str, Any]]:
+    if connection.vendor == "postgresql":
+        # Written as SQL because every answer makes it: the fields a conversation line needs, not whole bodies
+        # decoded into model instances (bench/b_prompt.py).
+        with rows.hot_cursor() as cursor:
+            cursor.execute(_CONVERSATION_EVENTS, [session_id, after, before or 2**63 - 1, batch])
+            return [
+                (seq, kind, {"text": text, "status": status, "id": id_, "result": result})
+                for seq, kind, text, status, id_, result in cursor.fetchall()
+            ]
+    events = (
         SessionEvent.objects.filter(session_id=session_id, seq__gt=after, kind__in=CONVERSATION_KINDS)
         .filter(
             Q(kind__in=(EventKind.TURN_IN, EventKind.TURN_OUT))
@@ -222,13 +244,22 @@ def conversation_events(*, session_id: uuid.UUID, after: int, batch: int = 200) 
         )
         .order_by("-seq")
     )
+    if before is not None:
+        events = events.filter(seq__lt=before)
+    return list(events.values_list("seq", "kind", "body")[:batch])
+
+
+def conversation_events(*, session_id: uuid.UUID, after: int, batch: int = 200) -> Iterator[tuple[int, str, Any]]:
+    """``(seq, kind, body)`` of the conversation events of an already-authorized session with ``seq > after``,
+    newest first, read lazily in batches (a caller stops once its token budget is full). A body holds at least
+    the fields a conversation line reads (``text``, ``status``, ``id``, ``result``)."""
     before: int | None = None
     while True:
-        page = list((rows if before is None else rows.filter(seq__lt=before))[:batch])
+        page = _conversation_page(session_id, after, before, batch)
         yield from page
         if len(page) < batch:
             return
-        before = page[-1].seq
+        before = page[-1][0]
 
 
 def conversation_summary_latest(*, session_id: uuid.UUID) -> ConversationSummary | None:
