@@ -95,6 +95,8 @@ class ModelRequest:
     intent: str
     live: dict[str, Any] = field(default_factory=dict)
     standing_initiative: str = ""
+    # Called with each piece of the answer as the model produces it (a streaming adapter only); never raises.
+    on_delta: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,10 @@ class OpenAICompatibleAdapter:
             arguments["reasoning_effort"] = self.reasoning_effort
         try:
             client = self._client()
-            text = self._streamed(client, arguments) if self.stream else self._whole(client, arguments)
+            if self.stream:
+                text = self._streamed(client, arguments, request.on_delta)
+            else:
+                text = self._whole(client, arguments)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(details={"adapter": self.name}) from exc
         except openai.APIConnectionError as exc:
@@ -291,13 +296,15 @@ class OpenAICompatibleAdapter:
         return str(completion.choices[0].message.content or "")
 
     @staticmethod
-    def _streamed(client: Any, arguments: dict[str, Any]) -> str:
+    def _streamed(client: Any, arguments: dict[str, Any], on_delta: Callable[[str], None] | None) -> str:
         parts: list[str] = []
         with client.chat.completions.create(**arguments, stream=True) as stream:
             for chunk in stream:
                 for choice in chunk.choices:
                     if choice.delta is not None and choice.delta.content:
                         parts.append(choice.delta.content)
+                        if on_delta is not None:
+                            on_delta(choice.delta.content)
         return "".join(parts)
 
 

@@ -24,7 +24,7 @@ from tess_site.metrics import observe_stream_lag
 from tess_site.scope import Scope
 
 from . import board, events, selectors, tail
-from .stream import frame
+from .stream import TURN_DELTA, frame
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
@@ -78,6 +78,12 @@ class SessionStreamConsumer(ScopedJsonConsumer):
 
     async def stream_recheck(self, message: dict[str, Any]) -> None:
         await self.recheck()
+
+    async def stream_delta(self, message: dict[str, Any]) -> None:
+        """A piece of a reply being written: sent as it comes, never stored (``stream.TURN_DELTA``)."""
+        body = message.get("body")
+        if self.live and isinstance(body, dict):
+            await self.send_json(frame(seq=None, kind=TURN_DELTA, ts=timezone.now().isoformat(), body=body))
 
     # --- reading and sending ---
 

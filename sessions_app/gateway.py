@@ -70,6 +70,7 @@ from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent, TurnRun
+from .replies import ReplyDeltas
 from .services import session_terminate
 
 logger = logging.getLogger(__name__)
@@ -427,10 +428,14 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
     connection_release()  # the reads above are done: the model's wait holds no connection
+    deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id)
     try:
         reply = adapter.complete(
-            ModelRequest(prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative)
+            ModelRequest(
+                prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative, on_delta=deltas
+            )
         )
+        deltas.flush()
         result.grounded = recall.recalled_count > 0
     except ModelError as exc:
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.

@@ -266,6 +266,29 @@ Hooks other scripts may use (window.Tess):
     return item;
   }
 
+  // A reply the model is still writing (turn.delta frames, never stored): one growing line per turn, taken
+  // away when its turn.out (the whole text, durable) arrives.
+  const growing = new Map();
+
+  function grow(body) {
+    let entry = growing.get(body.turn_id);
+    if (!entry) {
+      if (body.offset !== 0) return; // joined mid-reply: the turn.out will show it whole
+      entry = { text: "", item: line("out tess-growing", "Tess", new Date().toISOString(), "") };
+      growing.set(body.turn_id, entry);
+    }
+    if (body.offset !== entry.text.length) return; // a piece missed or repeated: wait for the turn.out
+    entry.text += body.text || "";
+    entry.item.querySelector(".tess-text").replaceChildren(markdown(entry.text));
+    if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
+  }
+
+  function settle(turnId) {
+    const entry = growing.get(turnId);
+    if (entry) entry.item.remove();
+    growing.delete(turnId);
+  }
+
   function systemLine(text, ts) {
     return line("system", "Tess", ts || new Date().toISOString(), text);
   }
@@ -309,7 +332,11 @@ Hooks other scripts may use (window.Tess):
       case "turn.in":
         line("in", body.channel && body.channel !== "web" ? "You (" + body.channel + ")" : "You", event.ts, body.text || "");
         break;
+      case "turn.delta":
+        grow(body);
+        break;
       case "turn.out": {
+        settle(body.turn_id);
         const reply = line("out", "Tess", event.ts, markdown(body.text || ""));
         if (body.recalled_count > 0) reply.append(recalledView(body)); // seed 002: right under the reply
         break;
@@ -513,6 +540,7 @@ Hooks other scripts may use (window.Tess):
 
   function disconnect() {
     state.generation += 1;
+    growing.clear();
     clearTimeout(state.timer);
     if (state.socket) state.socket.close(1000);
     state.socket = null;
