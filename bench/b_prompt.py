@@ -36,6 +36,7 @@ LIVE = {"session": {"id": "bench", "title": "bench", "status": "running", "provi
 
 
 def _conversation(scope: Scope, tenant_id: int, turns: int) -> Session:
+    assert scope.actor is not None
     session = Session.objects.create(
         tenant_id=tenant_id,
         owner=scope.actor,
