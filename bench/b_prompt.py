@@ -1,4 +1,4 @@
-"""Prompt build time with a session's conversation: 1,000 turns beside 10 turns, in the same run.
+"""Prompt build time with a session's conversation: 1,000 turns beside 10 and 200 turns, in the same run.
 
 Both conversations are made by real turns (the gateway, the deterministic adapter, the default
 ``TESS_CONVERSATION_TOKENS``), so the long one has been summarised along the way as it grew, and between
@@ -6,8 +6,9 @@ every turn the session's runtime wrote ``BENCH_PROMPT_OUTPUT`` output events (de
 must not walk. Measured: the prompt's conversation read and assembled (``conversation_build``, with the
 tokens counted) plus the whole prompt's messages, as the gateway's second step makes them. Target: 1,000
 turns at most 2x 10 turns, since a prompt carries the newest summary and the turns after it, not the
-whole history. Two rows: counted with the stated estimate (the deterministic model), and exactly with the
-``o200k_base`` vocabulary (``TESS_MODEL=gpt-5.6-sol``).
+whole history. A second row sets it beside 200 turns (already past the budget): at most 1.25x, the cost
+stays flat however long the session runs. Each pair twice: counted with the stated estimate (the
+deterministic model), and exactly with the ``o200k_base`` vocabulary (``TESS_MODEL=gpt-5.6-sol``).
 """
 
 from __future__ import annotations
@@ -76,21 +77,18 @@ def run() -> list[Row]:
         roles=roles_for(user=user, tenant=tenant),
     )
     short = _conversation(scope, tenant.pk, 10)
+    middle = _conversation(scope, tenant.pk, 200)
     long = _conversation(scope, tenant.pk, 1000)
     summaries = ConversationSummary.objects.filter(session=long).count()
     rows = []
     for label, model in (("estimate", "tess-deterministic"), ("o200k", "gpt-5.6-sol")):
         with override_settings(TESS_MODEL=model):
             _build(short)  # warm: the tokenizer's vocabulary loads once per process
-            baseline = per_op_us(lambda: _build(short), 50)
-            value = per_op_us(lambda: _build(long), 50)
-        rows.append(
-            Row(
-                f"prompt, 1,000 turns ({summaries} summaries, {label})",
-                f"prompt, 10 turns ({label})",
-                baseline,
-                value,
-                at_most=2.0,
-            )
-        )
+            baseline = per_op_us(lambda: _build(short), 100)
+            value = per_op_us(lambda: _build(long), 100)
+            beside_middle = per_op_us(lambda: _build(middle), 100)
+        name = f"prompt, 1,000 turns ({summaries} summaries, {label})"
+        rows.append(Row(name, f"prompt, 10 turns ({label})", baseline, value, at_most=2.0))
+        # Past the budget a prompt's cost no longer grows with the session's history.
+        rows.append(Row(name, f"prompt, 200 turns ({label})", beside_middle, value, at_most=1.25))
     return rows

@@ -73,7 +73,7 @@ class Prompt:
         # the conversation follows it, since it only grows at its end between turns (or is summarised), so the
         # cached prefix reaches into it. The dynamic section changes every turn and comes last, beside the text.
         messages = [{"role": "system", "content": self.stable_prefix}]
-        messages.extend(dict(m) for m in self.conversation)
+        messages.extend(self.conversation)
         if self.dynamic:
             messages.append({"role": "system", "content": self.dynamic})
         messages.append({"role": "user", "content": self.user_text})

@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 
@@ -41,9 +41,9 @@ SUMMARY_LABEL = "## Summary of the earlier conversation (a summary of earlier tu
 SUMMARISED_TEXT = "Earlier conversation summarised"
 
 
-@dataclass(frozen=True)
-class Item:
-    """One message of the conversation: a turn's text or a line about what happened between turns."""
+class Item(NamedTuple):
+    """One message of the conversation: a turn's text or a line about what happened between turns (a tuple:
+    every answer makes up to a budget's worth of them)."""
 
     seq: int
     role: str  # user, assistant, system
@@ -89,33 +89,32 @@ def _between_line(kind: str, body: dict[str, Any]) -> str:
     return "The session was terminated." if status == "terminated" else f"The session {status}."
 
 
-def _item(seq: int, kind: str, body: Any, count: Callable[[str], int]) -> Item | None:
-    body = body if isinstance(body, dict) else {}
-    if kind == stream.EventKind.TURN_IN:
-        role, text = "user", str(body.get("text") or "")
-    elif kind == stream.EventKind.TURN_OUT:
-        role, text = "assistant", str(body.get("text") or "")
-    else:
-        role, text = "system", _between_line(kind, body)
-    if not text.strip():
-        return None
-    return Item(seq=seq, role=role, text=text, tokens=count(text) + MESSAGE_OVERHEAD)
-
-
 def _items(events: Iterator[tuple[int, str, Any]], count: Callable[[str], int]) -> Iterator[Item]:
-    """The conversation's items, newest first; a status line repeated by later status events is one line."""
+    """The conversation's items, newest first; a status line repeated by later status events is one line.
+    (Written flat: every answer reads up to a budget's worth of them, bench/b_prompt.py.)"""
+    turn_in, turn_out, status_kind = (
+        str(stream.EventKind.TURN_IN),
+        str(stream.EventKind.TURN_OUT),
+        str(stream.EventKind.STATUS),
+    )
     held: Item | None = None  # a status line, given out once the next older line is known to differ
-    for seq, kind, body in events:
-        item = _item(seq, kind, body, count)
-        if item is None:
-            continue
+    for seq, kind, raw in events:
+        body = raw if isinstance(raw, dict) else {}
+        if kind in (turn_in, turn_out):
+            text = body.get("text")
+            if not isinstance(text, str) or not text or text.isspace():
+                continue
+            item = Item(seq, "user" if kind == turn_in else "assistant", text, count(text) + MESSAGE_OVERHEAD)
+        else:
+            line = _between_line(kind, body)
+            item = Item(seq, "system", line, count(line) + MESSAGE_OVERHEAD)
         if held is not None:
-            if kind == stream.EventKind.STATUS and item.text == held.text:
+            if kind == status_kind and item.text == held.text:
                 held = item  # the same end announced again: keep the earliest
                 continue
             yield held
             held = None
-        if kind == stream.EventKind.STATUS:
+        if kind == status_kind:
             held = item
         else:
             yield item

@@ -262,9 +262,24 @@ def conversation_events(*, session_id: uuid.UUID, after: int, batch: int = 200) 
         before = page[-1][0]
 
 
+_LATEST_SUMMARY = f"""
+    SELECT {rows.columns(ConversationSummary, "c")}
+      FROM {ConversationSummary._meta.db_table} c
+     WHERE c.session_id = %s
+     ORDER BY c.last_seq DESC
+     LIMIT 1
+"""  # noqa: S608 (table and column names are the model's)
+
+
 def conversation_summary_latest(*, session_id: uuid.UUID) -> ConversationSummary | None:
-    """The newest summary of an already-authorized session's earlier conversation, if any."""
-    return ConversationSummary.objects.filter(session_id=session_id).order_by("-last_seq").first()
+    """The newest summary of an already-authorized session's earlier conversation, if any (as SQL on
+    PostgreSQL: every answer reads it)."""
+    if connection.vendor != "postgresql":
+        return ConversationSummary.objects.filter(session_id=session_id).order_by("-last_seq").first()
+    with rows.hot_cursor() as cursor:
+        cursor.execute(_LATEST_SUMMARY, [session_id])
+        row = cursor.fetchone()
+    return rows.instance(ConversationSummary, row) if row is not None else None
 
 
 def conversation_summarised_since(*, session_id: uuid.UUID, last_seq: int) -> bool:
