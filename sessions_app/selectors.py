@@ -30,6 +30,7 @@ from .models import (
     SessionGroupObjectPermission,
     SessionMigration,
     SessionUserObjectPermission,
+    TurnRun,
 )
 from .stream import EventKind
 
@@ -285,6 +286,11 @@ def conversation_summary_latest(*, session_id: uuid.UUID) -> ConversationSummary
 def conversation_summarised_since(*, session_id: uuid.UUID, last_seq: int) -> bool:
     """Whether a summary reaching ``last_seq`` or beyond exists (another turn made it first)."""
     return ConversationSummary.objects.filter(session_id=session_id, last_seq__gte=last_seq).exists()
+
+
+def turns_running(*, session_id: uuid.UUID) -> list[str]:
+    """The ids of an already-authorized session's turns still being answered, oldest first."""
+    return list(TurnRun.objects.filter(session_id=session_id).order_by("started_at").values_list("turn_id", flat=True))
 
 
 def session_for_approval(*, session_id: object, tenant_id: int) -> Session | None:

@@ -167,6 +167,7 @@ the session's status and its agent's state, written once per change: `agent_stat
 Websocket-only frames (`seq` null, never stored, not replayed): `heartbeat` (body `{"last_seq": int}`) at \
 least every 30 seconds; `turn.delta` (body `{"turn_id": str, "offset": int, "text": str}`) a piece of a reply \
 while the model writes it, `offset` being the characters before it; the reply's `turn.out` follows with the \
-whole text and supersedes the pieces.
+whole text and supersedes the pieces. A socket that connects while a reply is being written first gets its \
+text so far as one `turn.delta` from offset 0.
 Bodies carry ids, never memory note text.
 """.strip()

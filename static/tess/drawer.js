@@ -277,8 +277,12 @@ Hooks other scripts may use (window.Tess):
       entry = { text: "", item: line("out tess-growing", "Tess", new Date().toISOString(), "") };
       growing.set(body.turn_id, entry);
     }
-    if (body.offset !== entry.text.length) return; // a piece missed or repeated: wait for the turn.out
-    entry.text += body.text || "";
+    // Pieces join at their offset; one that would not make the text longer (a repeat, or the text so far
+    // sent again after a reconnect) changes nothing, and after a gap the turn.out shows the whole reply.
+    if (body.offset > entry.text.length) return;
+    const text = entry.text.slice(0, body.offset) + (body.text || "");
+    if (text.length <= entry.text.length) return;
+    entry.text = text;
     entry.item.querySelector(".tess-text").replaceChildren(markdown(entry.text));
     if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
   }
