@@ -338,6 +338,7 @@ class ConversationSummary(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name_plural = "conversation summaries"
         constraints = [
             models.UniqueConstraint(fields=["session", "last_seq"], name="conversation_summary_unique_last_seq")
         ]
