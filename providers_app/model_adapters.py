@@ -56,31 +56,47 @@ class ModelAdapterUnknown(ModelError):
 
 @dataclass(frozen=True)
 class Prompt:
-    """The assembled prompt: a stable prefix (policy only) and a dynamic section, then the operator's text."""
+    """The assembled prompt: a stable prefix (policy only), the session's conversation so far, a dynamic
+    section, then the operator's text.
+
+    ``conversation`` is chat messages, oldest first: a labelled summary of the earlier conversation (when
+    there is one), the earlier turns as ``user`` / ``assistant`` messages and short ``system`` lines for what
+    happened between them."""
 
     stable_prefix: str
     dynamic: str
     user_text: str
+    conversation: tuple[dict[str, str], ...] = ()
 
     def messages(self) -> list[dict[str, str]]:
-        # The stable prefix is its own first message so providers can cache it across turns and operators.
+        # The stable prefix is its own first message so providers can cache it across turns and operators;
+        # the conversation follows it, since it only grows at its end between turns (or is summarised), so the
+        # cached prefix reaches into it. The dynamic section changes every turn and comes last, beside the text.
         messages = [{"role": "system", "content": self.stable_prefix}]
+        messages.extend(self.conversation)
         if self.dynamic:
             messages.append({"role": "system", "content": self.dynamic})
         messages.append({"role": "user", "content": self.user_text})
         return messages
 
 
+# The intent of a request to summarise the earlier conversation (its text: the transcript to summarise).
+SUMMARY_INTENT = "summary"
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """One answer to phrase. ``intent`` is the classifier's class (``conversation``, ``status``,
-    ``diagnostics``); ``live`` is the authoritative state the answer must rest on; ``standing_initiative`` is
-    the operator's recalled initiative, or empty when memory was not read or must not ground the answer."""
+    ``diagnostics``), or ``summary`` for a summary of the earlier conversation; ``live`` is the authoritative
+    state the answer must rest on; ``standing_initiative`` is the operator's recalled initiative, or empty when
+    memory was not read or must not ground the answer."""
 
     prompt: Prompt
     intent: str
     live: dict[str, Any] = field(default_factory=dict)
     standing_initiative: str = ""
+    # Called with each piece of the answer as the model produces it (a streaming adapter only); never raises.
+    on_delta: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -164,6 +180,9 @@ class DeterministicAdapter:
     name = "deterministic"
 
     def complete(self, request: ModelRequest) -> ModelReply:
+        if request.intent == SUMMARY_INTENT:
+            # A plain list of the earlier turns (the caller cuts it to its budget).
+            return ModelReply(text=request.prompt.user_text, adapter=self.name, model="tess-deterministic")
         live = request.live
         lines = [_session_line(live)]
         if request.intent == "status":
@@ -250,7 +269,10 @@ class OpenAICompatibleAdapter:
             arguments["reasoning_effort"] = self.reasoning_effort
         try:
             client = self._client()
-            text = self._streamed(client, arguments) if self.stream else self._whole(client, arguments)
+            if self.stream:
+                text = self._streamed(client, arguments, request.on_delta)
+            else:
+                text = self._whole(client, arguments)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(details={"adapter": self.name}) from exc
         except openai.APIConnectionError as exc:
@@ -274,13 +296,15 @@ class OpenAICompatibleAdapter:
         return str(completion.choices[0].message.content or "")
 
     @staticmethod
-    def _streamed(client: Any, arguments: dict[str, Any]) -> str:
+    def _streamed(client: Any, arguments: dict[str, Any], on_delta: Callable[[str], None] | None) -> str:
         parts: list[str] = []
         with client.chat.completions.create(**arguments, stream=True) as stream:
             for chunk in stream:
                 for choice in chunk.choices:
                     if choice.delta is not None and choice.delta.content:
                         parts.append(choice.delta.content)
+                        if on_delta is not None:
+                            on_delta(choice.delta.content)
         return "".join(parts)
 
 

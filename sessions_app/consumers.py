@@ -24,7 +24,8 @@ from tess_site.metrics import observe_stream_lag
 from tess_site.scope import Scope
 
 from . import board, events, selectors, tail
-from .stream import frame
+from .replies import replies_partial
+from .stream import TURN_DELTA, frame
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
@@ -56,6 +57,9 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         tail.subscribe(self.session_id)
         await self._catch_up()
         self.live = True
+        # A reply being written now: its text so far, then (already queued to this socket) the pieces after it.
+        for body in await database_sync_to_async(replies_partial, thread_sensitive=False)(session_id=self.session_id):
+            await self.send_json(frame(seq=None, kind=TURN_DELTA, ts=timezone.now().isoformat(), body=body))
 
     def _can_read(self, raw_id: str) -> bool:
         return selectors.can_read_session(scope=self.tess_scope, session_id=raw_id)
@@ -78,6 +82,12 @@ class SessionStreamConsumer(ScopedJsonConsumer):
 
     async def stream_recheck(self, message: dict[str, Any]) -> None:
         await self.recheck()
+
+    async def stream_delta(self, message: dict[str, Any]) -> None:
+        """A piece of a reply being written: sent as it comes, never stored (``stream.TURN_DELTA``)."""
+        body = message.get("body")
+        if self.live and isinstance(body, dict):
+            await self.send_json(frame(seq=None, kind=TURN_DELTA, ts=timezone.now().isoformat(), body=body))
 
     # --- reading and sending ---
 

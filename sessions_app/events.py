@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 WAKE = "stream.wake"
 RECHECK = "stream.recheck"
+DELTA = "stream.delta"
 
 # The serving event loop, remembered by the first stream consumer. The in-process channel layer keeps
 # asyncio queues bound to that loop; a push from another thread (the embedded pump) must run there.
@@ -87,6 +88,12 @@ def wake_session_on_commit(session_id: uuid.UUID | str, seq: int) -> None:
     """After commit, tell the session's stream consumers that events up to ``seq`` exist."""
     group = session_group(session_id)
     transaction.on_commit(lambda: _send(group, {"type": WAKE, "seq": seq}))
+
+
+def send_reply_delta(session_id: uuid.UUID | str, body: dict[str, Any]) -> None:
+    """Now (nothing is committed: a delta is ephemeral, never stored), hand a piece of a reply being written
+    to the session's stream consumers. Best effort: the durable ``turn.out`` carries the whole text."""
+    _send(session_group(session_id), {"type": DELTA, "body": body})
 
 
 def recheck_session_on_commit(session_id: uuid.UUID | str) -> None:

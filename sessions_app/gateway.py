@@ -63,12 +63,14 @@ from tess_site.scope import Role, Scope
 from tess_site.transactions import connection_release
 
 from . import selectors, stream
+from .conversation import PendingSummary, conversation_build, conversation_summary_store, summarised_line
 from .gateway_intent import Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
 from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent, TurnRun
+from .replies import ReplyDeltas
 from .services import session_terminate
 
 logger = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ class TurnResult:
     handoffs: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     system_lines: list[tuple[str, str]] = field(default_factory=list)  # (code, text)
+    summary: PendingSummary | None = None  # a conversation summary made while thinking, stored with the turn
     error: TessError | None = None
 
     def body(self) -> dict[str, Any]:
@@ -177,7 +180,8 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
         with transaction.atomic():
             _claim(result.turn_id)
             if answering:
-                rows = events_append(session_id=session.pk, items=[_turn_in(scope, text, result), *_turn_out(result)])
+                items = [*_summary_line(session, result), _turn_in(scope, text, result), *_turn_out(result)]
+                rows = events_append(session_id=session.pk, items=items)
             else:
                 # Actions append turn.in first: what they cause (card, approval, hand-off events) follows it.
                 first = event_append(
@@ -196,6 +200,19 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
         _forget(result.turn_id)
         raise
     return result
+
+
+def _summary_line(session: Session, result: TurnResult) -> list[tuple[stream.EventKind, Any]]:
+    """Store the conversation summary this turn made, if no other turn stored one first, and its stream line
+    (before the turn: the turn was answered from it)."""
+    if result.summary is None:
+        return []
+    summary = conversation_summary_store(session_id=session.pk, pending=result.summary)
+    if summary is None:
+        return []
+    return [
+        (stream.EventKind.SYSTEM, stream.system_body(text=summarised_line(summary), code="conversation_summarised"))
+    ]
 
 
 def _claim(turn_id: str) -> None:
@@ -400,19 +417,29 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     live = live_state(scope, session, intent.cls)
     recall = _recall(scope, result)
     retrieved = startup_context(scope, session, first_turn=first_turn)
-    prompt = prompt_assemble(text=text, memory_block=recall.block, retrieved=retrieved, live=live)
     adapter = get_model_adapter()
+    # The session's own earlier turns (summarised first if they outgrew their budget: a model call).
+    conversation = conversation_build(session=session, adapter=adapter)
+    result.summary = conversation.summary
+    result.system_lines.extend(conversation.system_lines)
+    prompt = prompt_assemble(
+        text=text, memory_block=recall.block, retrieved=retrieved, live=live, conversation=conversation.messages
+    )
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
     connection_release()  # the reads above are done: the model's wait holds no connection
+    deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id)
     try:
         reply = adapter.complete(
-            ModelRequest(prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative)
+            ModelRequest(
+                prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative, on_delta=deltas
+            )
         )
+        deltas.flush()
         result.grounded = recall.recalled_count > 0
     except ModelError as exc:
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.
-        bare = prompt_assemble(text=text, retrieved=retrieved, live=live)
+        bare = prompt_assemble(text=text, retrieved=retrieved, live=live, conversation=conversation.messages)
         reply = DeterministicAdapter().complete(ModelRequest(prompt=bare, intent=intent.cls.value, live=live))
         result.system_lines.append(("model_fallback", fallback_line(read=recall.recalled_count, code=exc.code)))
     result.reply, result.adapter = reply.text, reply.adapter

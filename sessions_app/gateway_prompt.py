@@ -1,9 +1,10 @@
-"""Prompt assembly for a copilot turn: a stable prefix, then a dynamic section.
+"""Prompt assembly for a copilot turn: a stable prefix, the session's conversation, then a dynamic section.
 
 The stable prefix is policy only and byte-identical across turns and operators (so providers can cache
 it); memory never enters it (seed 002, "Prompt placement"; SMX P1.1). The dynamic section carries, in this
 order and each only when non-empty: the operator-memory block, retrieved context labelled as data (the
 memory plugin's startup context at a session's first turn), and the live state the answer must rest on.
+The conversation (``conversation.py``) sits between them: the session's own earlier turns, never memory.
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ def dynamic_section(*, memory_block: str, retrieved: list[str], live: dict[str, 
 
 
 def prompt_assemble(
-    *, text: str, memory_block: str = "", retrieved: list[str] | None = None, live: dict[str, Any]
+    *,
+    text: str,
+    memory_block: str = "",
+    retrieved: list[str] | None = None,
+    live: dict[str, Any],
+    conversation: tuple[dict[str, str], ...] = (),
 ) -> Prompt:
     return Prompt(
         stable_prefix=STABLE_PREFIX,
         dynamic=dynamic_section(memory_block=memory_block, retrieved=list(retrieved or []), live=live),
         user_text=text,
+        conversation=conversation,
     )

@@ -155,6 +155,15 @@ class SessionEvent(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="session_event_unique_seq")]
+        indexes = [
+            # A session's conversation (selectors.conversation_events) is read without walking its runtime
+            # output, which outnumbers it by far.
+            models.Index(
+                fields=["session", "-seq"],
+                name="session_event_conversation",
+                condition=Q(kind__in=["turn.in", "turn.out", "approval", "handoff", "status"]),
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.kind}"
@@ -387,3 +396,31 @@ class UsageDay(models.Model):
 
     def __str__(self) -> str:
         return f"usage of {self.session_id} on {self.day}"
+
+
+class ConversationSummary(models.Model):
+    """A summary of a session's earlier conversation (its ``turn.in`` / ``turn.out`` pairs and the system lines
+    between them), written by the configured model when the conversation outgrew ``TESS_CONVERSATION_TOKENS``.
+
+    It covers the conversation events with ``first_seq <= seq <= last_seq`` (and, folded into its text, the
+    summary before it); later prompts carry the newest summary, then the turns after ``last_seq``. It is the
+    session's own context: never operator memory, never read for another session. Distinct from the runtime
+    checkpoint a provider keeps on ``Session.checkpoint``.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="conversation_summaries")
+    first_seq = models.PositiveBigIntegerField()
+    last_seq = models.PositiveBigIntegerField()
+    text = models.TextField()
+    adapter = models.CharField(max_length=32)
+    model = models.CharField(max_length=128)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "conversation summaries"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "last_seq"], name="conversation_summary_unique_last_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} summary of #{self.first_seq}-#{self.last_seq}"

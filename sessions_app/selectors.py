@@ -8,7 +8,9 @@ the same rule in steps (``_visible``): the session in the tenant, then its owner
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -21,12 +23,14 @@ from tess_site.scope import Role, Scope
 
 from .models import (
     AttachMode,
+    ConversationSummary,
     RuntimeAttachment,
     Session,
     SessionEvent,
     SessionGroupObjectPermission,
     SessionMigration,
     SessionUserObjectPermission,
+    TurnRun,
     UsageDay,
 )
 from .stream import EventKind
@@ -198,6 +202,96 @@ def events_before(
     if before is not None:
         rows = rows.filter(seq__lt=before)
     return list(reversed(rows.order_by("-seq")[:limit]))
+
+
+# What a session's conversation is made of: the turns, and what happened between them that the next turn
+# should know (an approval decided, a hand-off finished, the session ended). Runtime output and the system
+# lines a turn writes about itself are not conversation.
+CONVERSATION_KINDS = (EventKind.TURN_IN, EventKind.TURN_OUT, EventKind.APPROVAL, EventKind.HANDOFF, EventKind.STATUS)
+_DECIDED_APPROVAL = ("approved", "denied", "executed", "failed")
+_FINISHED_HANDOFF = ("completed", "failed")
+
+
+_CONVERSATION_EVENTS = f"""
+    SELECT seq, kind, body ->> 'text', body ->> 'status', body ->> 'id', body ->> 'result'
+      FROM {SessionEvent._meta.db_table}
+     WHERE session_id = %s AND seq > %s::bigint AND seq < %s::bigint
+       AND kind IN ('turn.in', 'turn.out', 'approval', 'handoff', 'status')
+       AND (kind IN ('turn.in', 'turn.out')
+            OR (kind = 'approval' AND body ->> 'status' IN ('approved', 'denied', 'executed', 'failed'))
+            OR (kind = 'handoff' AND body ->> 'status' IN ('completed', 'failed'))
+            OR (kind = 'status' AND body ->> 'status' <> 'running'))
+     ORDER BY seq DESC
+     LIMIT %s::int
+"""  # noqa: S608 (the table name is the model's)
+
+
+def _conversation_page(session_id: uuid.UUID, after: int, before: int | None, batch: int) -> list[tuple[int, str, Any]]:
+    if connection.vendor == "postgresql":
+        # Written as SQL because every answer makes it: the fields a conversation line needs, not whole bodies
+        # decoded into model instances (bench/b_prompt.py).
+        with rows.hot_cursor() as cursor:
+            cursor.execute(_CONVERSATION_EVENTS, [session_id, after, before or 2**63 - 1, batch])
+            return [
+                (seq, kind, {"text": text, "status": status, "id": id_, "result": result})
+                for seq, kind, text, status, id_, result in cursor.fetchall()
+            ]
+    events = (
+        SessionEvent.objects.filter(session_id=session_id, seq__gt=after, kind__in=CONVERSATION_KINDS)
+        .filter(
+            Q(kind__in=(EventKind.TURN_IN, EventKind.TURN_OUT))
+            | Q(kind=EventKind.APPROVAL, body__status__in=_DECIDED_APPROVAL)
+            | Q(kind=EventKind.HANDOFF, body__status__in=_FINISHED_HANDOFF)
+            | (Q(kind=EventKind.STATUS) & ~Q(body__status="running"))
+        )
+        .order_by("-seq")
+    )
+    if before is not None:
+        events = events.filter(seq__lt=before)
+    return list(events.values_list("seq", "kind", "body")[:batch])
+
+
+def conversation_events(*, session_id: uuid.UUID, after: int, batch: int = 200) -> Iterator[tuple[int, str, Any]]:
+    """``(seq, kind, body)`` of the conversation events of an already-authorized session with ``seq > after``,
+    newest first, read lazily in batches (a caller stops once its token budget is full). A body holds at least
+    the fields a conversation line reads (``text``, ``status``, ``id``, ``result``)."""
+    before: int | None = None
+    while True:
+        page = _conversation_page(session_id, after, before, batch)
+        yield from page
+        if len(page) < batch:
+            return
+        before = page[-1][0]
+
+
+_LATEST_SUMMARY = f"""
+    SELECT {rows.columns(ConversationSummary, "c")}
+      FROM {ConversationSummary._meta.db_table} c
+     WHERE c.session_id = %s
+     ORDER BY c.last_seq DESC
+     LIMIT 1
+"""  # noqa: S608 (table and column names are the model's)
+
+
+def conversation_summary_latest(*, session_id: uuid.UUID) -> ConversationSummary | None:
+    """The newest summary of an already-authorized session's earlier conversation, if any (as SQL on
+    PostgreSQL: every answer reads it)."""
+    if connection.vendor != "postgresql":
+        return ConversationSummary.objects.filter(session_id=session_id).order_by("-last_seq").first()
+    with rows.hot_cursor() as cursor:
+        cursor.execute(_LATEST_SUMMARY, [session_id])
+        row = cursor.fetchone()
+    return rows.instance(ConversationSummary, row) if row is not None else None
+
+
+def conversation_summarised_since(*, session_id: uuid.UUID, last_seq: int) -> bool:
+    """Whether a summary reaching ``last_seq`` or beyond exists (another turn made it first)."""
+    return ConversationSummary.objects.filter(session_id=session_id, last_seq__gte=last_seq).exists()
+
+
+def turns_running(*, session_id: uuid.UUID) -> list[str]:
+    """The ids of an already-authorized session's turns still being answered, oldest first."""
+    return list(TurnRun.objects.filter(session_id=session_id).order_by("started_at").values_list("turn_id", flat=True))
 
 
 def session_for_approval(*, session_id: object, tenant_id: int) -> Session | None:

@@ -79,6 +79,14 @@ class SystemBody(TypedDict):
     code: str
 
 
+class TurnDeltaBody(TypedDict):
+    """A websocket-only frame (never stored, no seq): a piece of the reply to ``turn_id`` as the model writes it."""
+
+    turn_id: str
+    offset: int  # characters of the reply before this piece: pieces join in offset order, each once
+    text: str
+
+
 def output_body(*, data: str, source: str, cursor: str, next_cursor: str) -> OutputBody:
     return {"data": data, "source": source, "cursor": cursor, "next_cursor": next_cursor}
 
@@ -116,6 +124,13 @@ def system_body(*, text: str, code: str = "") -> SystemBody:
     return {"text": text, "code": code}
 
 
+TURN_DELTA = "turn.delta"
+
+
+def turn_delta_body(*, turn_id: str, offset: int, text: str) -> TurnDeltaBody:
+    return {"turn_id": turn_id, "offset": offset, "text": text}
+
+
 def frame(*, seq: int | None, kind: str, ts: str, body: Any) -> dict[str, Any]:
     """The one wire shape of an event (REST and websocket alike).
 
@@ -149,6 +164,10 @@ the session's status and its agent's state, written once per change: `agent_stat
 `since` (ISO 8601) is when the agent entered it |
 | `system` | `{"text": str, "code": str}` a system line |
 
-Websocket-only frames: `heartbeat` (`seq` null, body `{"last_seq": int}`) at least every 30 seconds.
+Websocket-only frames (`seq` null, never stored, not replayed): `heartbeat` (body `{"last_seq": int}`) at \
+least every 30 seconds; `turn.delta` (body `{"turn_id": str, "offset": int, "text": str}`) a piece of a reply \
+while the model writes it, `offset` being the characters before it; the reply's `turn.out` follows with the \
+whole text and supersedes the pieces. A socket that connects while a reply is being written first gets its \
+text so far as one `turn.delta` from offset 0.
 Bodies carry ids, never memory note text.
 """.strip()

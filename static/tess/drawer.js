@@ -271,6 +271,33 @@ Hooks other scripts may use (window.Tess):
     return item;
   }
 
+  // A reply the model is still writing (turn.delta frames, never stored): one growing line per turn, taken
+  // away when its turn.out (the whole text, durable) arrives.
+  const growing = new Map();
+
+  function grow(body) {
+    let entry = growing.get(body.turn_id);
+    if (!entry) {
+      if (body.offset !== 0) return; // joined mid-reply: the turn.out will show it whole
+      entry = { text: "", item: line("out tess-growing", "Tess", new Date().toISOString(), "") };
+      growing.set(body.turn_id, entry);
+    }
+    // Pieces join at their offset; one that would not make the text longer (a repeat, or the text so far
+    // sent again after a reconnect) changes nothing, and after a gap the turn.out shows the whole reply.
+    if (body.offset > entry.text.length) return;
+    const text = entry.text.slice(0, body.offset) + (body.text || "");
+    if (text.length <= entry.text.length) return;
+    entry.text = text;
+    entry.item.querySelector(".tess-text").replaceChildren(markdown(entry.text));
+    if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
+  }
+
+  function settle(turnId) {
+    const entry = growing.get(turnId);
+    if (entry) entry.item.remove();
+    growing.delete(turnId);
+  }
+
   function systemLine(text, ts) {
     return line("system", "Tess", ts || new Date().toISOString(), text);
   }
@@ -314,7 +341,11 @@ Hooks other scripts may use (window.Tess):
       case "turn.in":
         line("in", body.channel && body.channel !== "web" ? "You (" + body.channel + ")" : "You", event.ts, body.text || "");
         break;
+      case "turn.delta":
+        grow(body);
+        break;
       case "turn.out": {
+        settle(body.turn_id);
         const reply = line("out", "Tess", event.ts, markdown(body.text || ""));
         if (body.recalled_count > 0) reply.append(recalledView(body)); // seed 002: right under the reply
         break;
@@ -702,6 +733,7 @@ Hooks other scripts may use (window.Tess):
 
   function disconnect() {
     state.generation += 1;
+    growing.clear();
     clearTimeout(state.timer);
     if (state.socket) state.socket.close(1000);
     state.socket = null;

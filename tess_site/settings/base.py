@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .derived import (
+    conversation_tokens,
     databases,
     discord_enabled,
     discord_public_key,
@@ -172,6 +173,8 @@ TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
 TESS_REASONING_LEVEL = reasoning_level(os.environ)
 TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
 TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
+# Tokens of a session's earlier conversation each prompt carries; older turns are summarised beyond it.
+TESS_CONVERSATION_TOKENS = conversation_tokens(os.environ)
 TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")
 
 # --- REST API -------------------------------------------------------------------------------------

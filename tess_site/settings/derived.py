@@ -93,6 +93,21 @@ def model_name(environ: Environ) -> str | None:
     return env_str("TESS_MODEL", default, environ=environ)
 
 
+CONVERSATION_TOKENS_MIN = 1024
+CONVERSATION_TOKENS_MAX = 400_000
+
+
+def conversation_tokens(environ: Environ) -> int:
+    """The token budget of a session's conversation in each prompt (summary and earlier turns together)."""
+    return env_int(
+        "TESS_CONVERSATION_TOKENS",
+        16_000,
+        minimum=CONVERSATION_TOKENS_MIN,
+        maximum=CONVERSATION_TOKENS_MAX,
+        environ=environ,
+    )
+
+
 def reasoning_level(environ: Environ) -> str:
     default = "high" if model_adapter(environ) == "openai_compatible" else "medium"
     return env_choice("TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), default, environ=environ)

@@ -16,6 +16,9 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .derived import (
+    CONVERSATION_TOKENS_MAX,
+    CONVERSATION_TOKENS_MIN,
+    conversation_tokens,
     discord_enabled,
     discord_public_key,
     gateway_signing_key,
@@ -25,7 +28,7 @@ from .derived import (
     mos_webhook_secret,
     pool_problem,
 )
-from .env import Environ, env_bool, env_choice, env_int, env_list, env_str
+from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_list, env_str
 
 SIGNING_KEY_MIN_CHARS = 32
 
@@ -57,6 +60,17 @@ def _model_problems(environ: Environ) -> list[str]:
     if not env_str("TESS_MODEL_API_KEY", environ=environ):
         problems.append("TESS_MODEL_API_KEY or TESS_MODEL_API_KEY_FILE (the openai_compatible adapter is selected)")
     return problems
+
+
+def _conversation_problems(environ: Environ) -> list[str]:
+    try:
+        conversation_tokens(environ)
+    except ImproperlyConfiguredEnv:
+        return [
+            f"TESS_CONVERSATION_TOKENS (an integer from {CONVERSATION_TOKENS_MIN} to {CONVERSATION_TOKENS_MAX}: the "
+            "tokens of earlier conversation each prompt carries)"
+        ]
+    return []
 
 
 def _gateway_problems(environ: Environ) -> list[str]:
@@ -130,6 +144,7 @@ def production_problems(environ: Environ) -> list[str]:
         *problems,
         *_email_problems(environ),
         *_model_problems(environ),
+        *_conversation_problems(environ),
         *_gateway_problems(environ),
         *_discord_problems(environ),
     ]

@@ -2,7 +2,8 @@
 
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
-``empty`` answers with no content; anything else answers ``stand-in answer to: <the last user message>``,
+``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds`` (``finished`` is
+set once a streamed answer is complete); anything else answers ``stand-in answer to: <the last user message>``,
 streamed as server-sent events when asked. Every request body is kept in ``requests``.
 """
 
@@ -24,9 +25,11 @@ class _Server(ThreadingHTTPServer):
 
 
 class ChatStandIn:
-    def __init__(self, slow_seconds: float = 3.0) -> None:
+    def __init__(self, slow_seconds: float = 3.0, drip_seconds: float = 0.2) -> None:
         self.requests: list[dict[str, Any]] = []
         self.slow_seconds = slow_seconds
+        self.drip_seconds = drip_seconds
+        self.finished = threading.Event()
         self.release = threading.Event()
         standin = self
 
@@ -97,6 +100,8 @@ class ChatStandIn:
         handler.end_headers()
         words = text.split(" ")
         for i, word in enumerate(words):
+            if model == "drip" and i:
+                time.sleep(self.drip_seconds)
             delta = {"content": word + (" " if i < len(words) - 1 else "")}
             chunk = {
                 **self._base(model),
@@ -107,6 +112,7 @@ class ChatStandIn:
             handler.wfile.flush()
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()
+        self.finished.set()
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from approvals_app.handoffs import handoff_dispatch, handoff_result_apply
 from approvals_app.models import Handoff
 from memory_app.plugin.registry import reset_plugins
 from sessions_app import services
-from sessions_app.models import AttachMode, InboxItem, Session
+from sessions_app.models import AttachMode, ConversationSummary, InboxItem, Session
 from tests.approvals_app.test_handoffs import running_receiver
 from tests.conftest import scope_of
 from tests.memory_app.plastmem_standin import PlastMemStandIn
@@ -116,3 +116,28 @@ def test_starting_attaching_and_detaching_ask_tmux_with_no_transaction_open(cast
         detached = post(client, f"/api/v1/sessions/{session}/detach/", {})
         assert detached.status_code == 200 and detached.json() == {"detached": 1}
     assert Session.objects.get(pk=session).runtime_id in tmux.tmux("list-sessions", "-F", "#{session_id}")
+
+
+def test_a_conversation_summary_asks_the_model_with_no_transaction_open(cast, api_as):
+    session = Session.objects.create(
+        tenant=cast.acme, owner=cast.owner, title="talk", provider_instance="nowhere", runtime_id="$1"
+    )
+    client = api_as(cast.owner)
+    with running_chat_standin() as standin:
+        settings = {
+            "TESS_MODEL_ADAPTER": "openai_compatible",
+            "TESS_MODEL": "gpt-5.6-sol",
+            "TESS_MODEL_BASE_URL": standin.base_url,
+            "TESS_MODEL_API_KEY": "sk-test",
+            "TESS_CONVERSATION_TOKENS": 1024,
+        }
+        with override_settings(**settings):
+            for n in range(20):
+                post(client, f"/api/v1/sessions/{session.pk}/turns/", {"text": f"question {n} " + "about it " * 8})
+            before = ConversationSummary.objects.filter(session=session).count()
+            with no_call_in_transaction():
+                for n in range(20):
+                    text = f"more {n} " + "about it " * 8
+                    response = post(client, f"/api/v1/sessions/{session.pk}/turns/", {"text": text})
+                    assert response.status_code == 200, response.json()
+    assert ConversationSummary.objects.filter(session=session).count() > before
