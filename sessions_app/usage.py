@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
@@ -193,4 +193,115 @@ def usage_grouped(*, scope: Scope, group_by: str, since: date | None, until: dat
             "unpriced_steps": row["total_unpriced"],
         }
         for row in grouped
+    ]
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    colour: str
+    label: str  # the tooltip: day, group and cost
+
+
+PALETTE = ("#417690", "#e6a23c", "#5b9a68", "#b5534d", "#7b68b3", "#3aa6a6", "#c27ba0", "#8c8c3a")
+CHART_WIDTH, CHART_HEIGHT, CHART_LEFT, CHART_BOTTOM = 720, 220, 56, 24
+
+
+def usage_chart(*, scope: Scope, stack_by: str, since: date, until: date) -> dict[str, Any]:
+    """Cost per day from ``since`` to ``until``, stacked by operator or provider, in the currency most of the
+    cost is in, as bars ready to draw (server-rendered SVG: no script, no library)."""
+    key = GROUPS[stack_by]
+    rows = list(
+        usage_days_restrict(scope=scope)
+        .filter(day__gte=since, day__lte=until)
+        .exclude(currency="")
+        .values("day", key, "currency")
+        .annotate(total=Sum("cost"))
+        .order_by("day", key)
+    )
+    by_currency: dict[str, Decimal] = {}
+    for row in rows:
+        by_currency[row["currency"]] = by_currency.get(row["currency"], Decimal(0)) + (row["total"] or 0)
+    currency = max(by_currency, key=lambda c: by_currency[c]) if by_currency else ""
+    days = [since + timedelta(days=n) for n in range((until - since).days + 1)]
+    groups = sorted({str(row[key]) for row in rows if row["currency"] == currency})
+    colours = {group: PALETTE[n % len(PALETTE)] for n, group in enumerate(groups)}
+    per_day: dict[date, list[tuple[str, Decimal]]] = {}
+    for row in rows:
+        if row["currency"] == currency and row["total"]:
+            per_day.setdefault(row["day"], []).append((str(row[key]), row["total"]))
+    top = max((sum(v for _, v in stack) for stack in per_day.values()), default=Decimal(0))
+    plot_h = CHART_HEIGHT - CHART_BOTTOM - 8
+    slot = (CHART_WIDTH - CHART_LEFT) / max(len(days), 1)
+    bars: list[Bar] = []
+    for n, day in enumerate(days):
+        y = float(CHART_HEIGHT - CHART_BOTTOM)
+        for group, value in per_day.get(day, []):
+            height = float(value / top) * plot_h if top else 0.0
+            y -= height
+            label = f"{day.isoformat()} · {group}: {value.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)} {currency}"
+            bars.append(Bar(CHART_LEFT + n * slot + slot * 0.15, y, slot * 0.7, height, colours[group], label))
+    ticks = [days[i] for i in range(0, len(days), max(1, len(days) // 6))]
+    return {
+        "currency": currency,
+        "other_currencies": sorted(c for c in by_currency if c != currency),
+        "bars": bars,
+        "legend": [(group, colours[group]) for group in groups],
+        "top": top.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP) if top else Decimal(0),
+        "ticks": [(CHART_LEFT + days.index(d) * slot + slot / 2, d.strftime("%d %b")) for d in ticks],
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "left": CHART_LEFT,
+        "baseline": CHART_HEIGHT - CHART_BOTTOM,
+        "plot_top": 8,
+    }
+
+
+SESSION_SORTS = {
+    "cost": F("total_cost").desc(nulls_last=True),  # a row with no cost is not the most expensive
+    "steps": F("total_steps").desc(),
+    "title": F("session__title").asc(),
+    "operator": F("operator__username").asc(),
+}
+
+
+def usage_by_session(*, scope: Scope, since: date | None, until: date | None, sort: str) -> list[dict[str, Any]]:
+    """One row per session and currency: the usage table of the usage page and its CSV export."""
+    days = usage_days_restrict(scope=scope)
+    if since is not None:
+        days = days.filter(day__gte=since)
+    if until is not None:
+        days = days.filter(day__lte=until)
+    rows = (
+        days.values("session_id", "session__title", "operator__username", "provider_instance", "currency")
+        .annotate(
+            total_steps=Sum("steps"),
+            total_unpriced=Sum("unpriced_steps"),
+            total_input=Sum("input_tokens"),
+            total_output=Sum("output_tokens"),
+            total_cache_read=Sum("cache_read_tokens"),
+            total_cache_write=Sum("cache_write_tokens"),
+            total_cost=Sum("cost"),
+        )
+        .order_by(SESSION_SORTS.get(sort, SESSION_SORTS["cost"]), "session_id", "currency")
+    )
+    return [
+        {
+            "session_id": str(row["session_id"]),
+            "title": row["session__title"],
+            "operator": row["operator__username"],
+            "provider": row["provider_instance"],
+            "currency": row["currency"] or None,
+            "steps": row["total_steps"],
+            "unpriced_steps": row["total_unpriced"],
+            "input_tokens": row["total_input"],
+            "output_tokens": row["total_output"],
+            "cache_read_tokens": row["total_cache_read"],
+            "cache_write_tokens": row["total_cache_write"],
+            "cost": None if row["total_cost"] is None else str(row["total_cost"].normalize()),
+        }
+        for row in rows
     ]

@@ -37,6 +37,7 @@ urlpatterns = [
     path("approvals/", include("approvals_app.urls")),
     path("inbox/", include("approvals_app.inbox_urls")),
     path("board/", include("sessions_app.board_urls")),
+    path("usage/", include("sessions_app.usage_urls")),
     path("", include("sessions_app.discord.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
