@@ -197,3 +197,17 @@ def test_the_ledger_is_not_written_through_the_api_or_the_admin(cast, api_as, cl
     assert row is not None
     assert client.post(f"/admin/sessions_app/usagerecord/{row.pk}/delete/", {"post": "yes"}).status_code == 403
     assert UsageRecord.objects.filter(pk=row.pk).exists()
+
+
+def test_the_usage_page_and_its_csv_show_only_what_the_reader_may_see(cast, client, ledger):
+    assert client.get("/usage/").status_code == 302  # the admin login first
+    client.force_login(cast.outsider)
+    page = client.get("/usage/?since=2000-01-01")
+    assert page.status_code == 200
+    assert str(ledger["elsewhere"].pk) in page.content.decode()
+    assert str(ledger["mine"].pk) not in page.content.decode()
+    exported = client.get("/usage/export.csv?since=2000-01-01").content.decode().splitlines()
+    assert len(exported) == 2 and exported[1].startswith(str(ledger["elsewhere"].pk))
+    client.force_login(cast.auditor)
+    exported = client.get("/usage/export.csv?since=2000-01-01").content.decode()
+    assert str(ledger["theirs"].pk) in exported and str(ledger["elsewhere"].pk) not in exported
