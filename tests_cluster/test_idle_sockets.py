@@ -38,7 +38,7 @@ def web(tmp_path, start_child: Callable[..., Child]) -> Iterator[int]:  # noqa: 
     environment template; the sockets go through nginx to daphne."""
     unit = start_production_web(start_child, tmp_path / "web")
     yield unit.port
-    assert "TimeoutError" not in unit.ws_child.output(), unit.ws_child.output()[-4000:]
+    assert "TimeoutError" not in unit.ws_child.wrote(), unit.ws_child.output()
 
 
 def _post(port: int, path: str, token: str, body: dict) -> tuple[int, dict]:

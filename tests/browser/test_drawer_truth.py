@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from sessions_app import journal, services, stream
-from tests.browser.conftest import log_in, off_the_browser_loop, terminal_lines
+from tests.browser.conftest import log_in, off_the_browser_loop, terminal_lines, wait_for_terminal_text
 from tests.conftest import scope_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -120,7 +120,8 @@ def test_the_stream_opens_at_its_tail_pages_back_and_an_ended_session_reads_ende
     expect(page.locator("#tess-session-state .tess-status-badge")).to_have_text("Ended (exited)")
     expect(page.locator("#tess-session-state")).to_contain_text("Agent: ended")
     expect(page.get_by_label("Session", exact=True).locator("option:checked")).to_have_text("history — exited")
-    expect(output).to_contain_text("line 600")
+    wait_for_terminal_text(page, "line 600", timeout=30_000)  # in the terminal's buffer
+    expect(output).to_contain_text("line 600", timeout=15_000)  # and drawn as the page's text
     assert "line 1" not in terminal_lines(page, scrollback=True)  # the tail, not the whole history
     expect(page.get_by_role("button", name="New output ↓")).to_be_hidden()
     assert page.evaluate("() => { const b = window.Tess.terminal.buffer.active; return b.viewportY === b.baseY; }")

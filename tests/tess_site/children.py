@@ -105,8 +105,13 @@ class Child:
         return self.process.poll() is None
 
     def output(self) -> str:
+        """The end of what the child wrote (for a failure's message)."""
+        return self.wrote()[-4000:]
+
+    def wrote(self) -> str:
+        """Everything the child wrote so far: what a readiness check searches, however much followed it."""
         self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
         if self.alive():

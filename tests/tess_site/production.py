@@ -165,6 +165,6 @@ def start_production_worker(start_child: Callable[..., Child], directory: Path, 
     (start,) = values(SYSTEMD / "tess-worker.service", "ExecStart")
     start = start.replace("%H", socket.gethostname())  # systemd's specifier for the host name
     child = start_child("tess-worker", _command(start, env), env)
-    assert wait_for(lambda: not child.alive() or " ready." in child.output(), timeout=60), child.output()
+    assert wait_for(lambda: not child.alive() or " ready." in child.wrote(), timeout=60), child.output()
     assert child.alive(), child.output()
     return child

@@ -175,4 +175,4 @@ def test_a_worker_task_runs_under_the_correlation_id_it_was_queued_with(worker, 
     assert wait_for(lambda: _state(chore) == LeaseState.PENDING, timeout=TASK_SECONDS), worker.child.output()
     # The sweeper logs a warning for what it re-queued; the worker prints it with the request's id.
     line = f"[{correlation_id}] re-queued 1 expired testapp.Chore leases"
-    assert wait_for(lambda: line in worker.child.output(), timeout=5), worker.child.output()
+    assert wait_for(lambda: line in worker.child.wrote(), timeout=5), worker.child.output()

@@ -214,8 +214,8 @@ def test_the_web_unit_with_the_template_starts_under_production_settings_and_ser
     for header, value in {"X-Forwarded-Protocol": "ssl", "X-Forwarded-Ssl": "on"}.items():
         assert _get(port, "/admin/login/", **{header: value})[0] == 301, header
     # gunicorn's access log is Tess's: JSON lines of the tess.access logger.
-    assert wait_for(lambda: '"logger": "tess.access"' in child.output(), timeout=10), child.output()
-    access = [line for line in child.output().splitlines() if '"logger": "tess.access"' in line]
+    assert wait_for(lambda: '"logger": "tess.access"' in child.wrote(), timeout=10), child.output()
+    access = [line for line in child.wrote().splitlines() if '"logger": "tess.access"' in line]
     assert any('"GET /admin/login/ HTTP/1.1\\" 301' in line for line in access), access[-3:]
 
 

@@ -140,7 +140,7 @@ def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_
     assert _request(port, "GET", f"/api/v1/me/?token={owner_token}", {})[0] in (400, 401)
     assert _request(port, "GET", "/healthz", {})[0] == 200  # the access log of the last request is written
 
-    assert wait_for(lambda: "/api/v1/me/?token=" in child.output(), timeout=10), child.output()[-3000:]
+    assert wait_for(lambda: "/api/v1/me/?token=" in child.wrote(), timeout=10), child.output()[-3000:]
     lines = web.log_lines()
     # Each access log saw the flow: gunicorn's and daphne's through Tess's logging, nginx's in its own file.
     http_access = [line for line in lines if '"logger": "tess.access"' in line and "/approvals/" in line]

@@ -146,7 +146,7 @@ def test_log_lines_of_a_request_to_the_real_asgi_server_carry_its_correlation_id
     finally:
         conn.close()
     line = f"WARNING django.request [{INCOMING_ID}] Unauthorized: /api/v1/health/"
-    assert wait_for(lambda: line in daphne.child.output(), timeout=5), daphne.child.output()
+    assert wait_for(lambda: line in daphne.child.wrote(), timeout=5), daphne.child.output()
 
 
 def test_log_lines_outside_any_request_say_so(captured):
