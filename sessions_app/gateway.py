@@ -60,6 +60,7 @@ from tess_site.errors import (
     envelope,
 )
 from tess_site.scope import Role, Scope
+from tess_site.tool_policy import tool_policy_check
 from tess_site.transactions import connection_release
 
 from . import selectors, stream
@@ -70,6 +71,7 @@ from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent, TurnRun
 from .services import session_terminate
+from .terminate import ACTION as TERMINATE_ACTION
 
 logger = logging.getLogger(__name__)
 
@@ -428,8 +430,10 @@ def _act(scope: Scope, session: Session, intent: Intent, text: str, result: Turn
         elif intent.cls is IntentClass.APPROVAL and intent.tool:
             _tool_request(scope, session, intent, result)
         elif intent.cls is IntentClass.APPROVAL:
+            tool_policy_check(authority="human_approval", action=TERMINATE_ACTION)
             _terminate_request(scope, session, result)
         elif intent.cls is IntentClass.HANDOFF:
+            tool_policy_check(authority="mos", action="mos.handoff")
             _handoff(scope, session, text, result)
         else:
             raise IntentUnsupported(intent.explanation or None, details={"reason": intent.reason})
