@@ -48,6 +48,7 @@ from memory_app.errors import MemoryUnavailable
 from memory_app.plugin.registry import operator_memory_plugin
 from memory_app.services import Recall, memory_propose_once, memory_scope_for, recall_for_prompt
 from providers_app.contract import ProviderError
+from providers_app.heartbeat import heartbeat_require_fresh
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
@@ -318,6 +319,7 @@ def live_state(scope: Scope, session: Session, intent: IntentClass) -> dict[str,
     if intent not in (IntentClass.STATUS, IntentClass.DIAGNOSTICS):
         return live
     try:
+        heartbeat_require_fresh(session.provider_instance)  # a stale instance is not asked: it may hang
         provider = get_provider(session.provider_instance)
         found = next((r for r in provider.list_sessions(scope) if r.ref.runtime_id == session.runtime_id), None)
         live["runtime"] = (
