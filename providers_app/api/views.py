@@ -34,6 +34,7 @@ def _instance(name: str) -> dict[str, Any]:
             "kind": kind,
             "operations": sorted(op.value for op in capabilities.operations),
             "attach_modes": sorted(mode.value for mode in capabilities.attach_modes),
+            "checkpoints": capabilities.checkpoints,
             "health": {
                 "ok": health.ok,
                 "heartbeat_at": health.heartbeat_at.isoformat() if health.heartbeat_at else None,
@@ -45,6 +46,7 @@ def _instance(name: str) -> dict[str, Any]:
             "kind": kind,
             "operations": [],
             "attach_modes": [],
+            "checkpoints": False,
             "health": {"ok": False, "heartbeat_at": None, "error": exc.code},
         }
     cache.set(f"tess:provider-inventory:{name}", entry, HEALTH_CACHE_SECONDS)
@@ -65,6 +67,9 @@ class ProviderInventoryView(ScopedAPIView):
                         "kind": serializers.CharField(),
                         "operations": serializers.ListField(child=serializers.CharField()),
                         "attach_modes": serializers.ListField(child=serializers.CharField()),
+                        "checkpoints": serializers.BooleanField(
+                            help_text="whether its stream marks where the runtime compacted its context"
+                        ),
                         "health": serializers.DictField(),
                     },
                     many=True,
