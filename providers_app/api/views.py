@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from tess_site.accounts.api_base import ScopedAPIView
 
 from ..contract import ProviderError
+from ..heartbeat import heartbeat_report
 from ..registry import configured_instances, get_provider, instances_for_tenant
 
 # Health asks the runtime (a tmux call, an HTTP round trip); the picker polls, so answers are reused briefly.
@@ -78,4 +79,14 @@ class ProviderInventoryView(ScopedAPIView):
         )
     )
     def get(self, request: Request) -> Response:
-        return Response({"results": [_instance(name) for name in instances_for_tenant(self.scope.tenant.slug)]})
+        names = instances_for_tenant(self.scope.tenant.slug)
+        beats = heartbeat_report(names)
+        results = []
+        for name in names:
+            entry = _instance(name)
+            # The recorded heartbeat is read fresh (never cached): a stale one is down whatever one look said.
+            stale = beats[name]["stale"]
+            results.append(
+                {**entry, "health": {**entry["health"], "ok": entry["health"]["ok"] and not stale, "stale": stale}}
+            )
+        return Response({"results": results})

@@ -64,6 +64,17 @@ def test_a_stale_heartbeat_makes_the_state_unknown_and_sends_fail_fast_until_a_f
     assert "alpha" in error["message"] and "nothing was sent" in error["message"]
     assert not InboxItem.objects.exists()
 
+    status = client.post(
+        f"/api/v1/sessions/{session.pk}/turns/",
+        {"text": "status"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex,
+    )
+    assert status.status_code == 200  # answered at once, without asking the silent provider
+    assert "provider_unavailable" in status.json()["reply"]
+    inventory = {e["name"]: e for e in client.get("/api/v1/providers/").json()["results"]}
+    assert inventory["alpha"]["health"]["ok"] is False and inventory["alpha"]["health"]["stale"] is True
+
     health = client.get("/api/v1/health/")
     assert health.status_code == 503
     alpha = health.json()["checks"]["runtime_providers"]["instances"]["alpha"]
