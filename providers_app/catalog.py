@@ -19,6 +19,7 @@ from rest_framework import status as http
 
 from tess_site.errors import NotFound, TessError
 from tess_site.scope import Scope
+from tess_site.tool_policy import tool_policy_allows, tool_policy_check
 
 from .bootstrap import commands_for_tenant, configured_commands
 from .capabilities import OPERATIONS, CapabilityName, capability
@@ -321,6 +322,12 @@ def entry_available(entry: CatalogEntry, scope: Scope) -> bool:
         return False
 
 
+def entry_policy_check(entry: CatalogEntry) -> None:
+    """``tool_policy_refused`` (403) when ``TESS_TOOL_POLICY`` does not allow the entry's authority
+    (``read_only``: only ``tess`` tools); checked before anything is requested or handed off."""
+    tool_policy_check(authority=str(entry.authority), action=entry.id)
+
+
 def choices_for(entry: CatalogEntry, scope: Scope) -> dict[str, list[str]]:
     """The names the tenant may pass in the entry's name fields (repositories, commands, servers)."""
     properties = entry.input_schema.get("properties", {})
@@ -337,6 +344,11 @@ def choices_for(entry: CatalogEntry, scope: Scope) -> dict[str, list[str]]:
 
 def catalog_for(scope: Scope) -> list[dict[str, Any]]:
     return [
-        {**entry.describe(), "available": entry_available(entry, scope), "choices": choices_for(entry, scope)}
+        {
+            **entry.describe(),
+            "available": entry_available(entry, scope),
+            "allowed_by_policy": tool_policy_allows(str(entry.authority)),
+            "choices": choices_for(entry, scope),
+        }
         for entry in ENTRIES
     ]

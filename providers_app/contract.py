@@ -135,6 +135,9 @@ class Capabilities:
     operations: frozenset[Operation]
     attach_modes: frozenset[AttachMode] = frozenset({AttachMode.READ_ONLY})
     cursor: str = "opaque"  # how the stream cursor is defined, e.g. "byte offset of the pane log"
+    # Whether the stream marks the points the runtime compacted its context at (``OutputChunk.checkpoint``);
+    # a runtime that never compacts says False, and its stream never carries one.
+    checkpoints: bool = False
 
     def supports(self, operation: Operation) -> bool:
         return operation in self.operations

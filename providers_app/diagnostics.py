@@ -31,6 +31,7 @@ from tess_site.scope import Scope
 from .capabilities import CapabilityName, capability
 from .contract import ProviderUnavailable
 from .health import instance_health
+from .heartbeat import heartbeats_apply
 from .registry import instances_for_tenant
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ def provider_health(scope: Scope, **_: Any) -> dict[str, Any]:
             instances[name] = future.result(timeout=deadline)
         except concurrent.futures.TimeoutError:
             instances[name] = {"ok": False, "kind": "", "detail": {"error": "timeout"}, "heartbeat_at": None}
+    heartbeats_apply(instances)
     return {"ok": all(entry["ok"] for entry in instances.values()), "instances": instances}
 
 

@@ -17,6 +17,7 @@ from tess_site.metrics import record_provider_health
 from tess_site.scope import Scope
 
 from .contract import ProviderError
+from .heartbeat import heartbeat_record, heartbeats_apply
 from .registry import configured_instances, get_provider, instances_for_tenant
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def provider_health_report(names: list[str] | None = None) -> dict[str, Any]:
     for name, entry in instances.items():
         beat = datetime.fromisoformat(entry["heartbeat_at"]) if entry["heartbeat_at"] else None
         record_provider_health(instance=name, kind=entry["kind"], ok=entry["ok"], heartbeat_at=beat)
+    heartbeats_apply(instances)
     return {"ok": all(entry["ok"] for entry in instances.values()), "instances": instances}
 
 
@@ -78,9 +80,21 @@ def provider_health_for(scope: Scope) -> dict[str, Any]:
     return report
 
 
+def heartbeats_check() -> int:
+    """Ask every configured instance for its health and record each outcome as its heartbeat
+    (``ProviderHeartbeat``; the ``tess_provider_up`` and ``tess_provider_heartbeat_timestamp_seconds``
+    gauges too). Returns how many answered healthy."""
+    names = sorted(configured_instances())
+    looks = {name: instance_health(name) for name in names}
+    for name, entry in looks.items():
+        beat = datetime.fromisoformat(entry["heartbeat_at"]) if entry["heartbeat_at"] else None
+        record_provider_health(instance=name, kind=entry["kind"], ok=entry["ok"], heartbeat_at=beat)
+        heartbeat_record(instance=name, kind=entry["kind"], ok=entry["ok"])
+    return sum(1 for entry in looks.values() if entry["ok"])
+
+
 @shared_task(name="providers_app.health.check_provider_heartbeats", ignore_result=True)
 def check_provider_heartbeats() -> int:
-    """Periodic (Celery beat, ``TESS_PROVIDER_HEARTBEAT_SECONDS``): ask every instance for its health, which
-    records ``tess_provider_up`` and ``tess_provider_heartbeat_timestamp_seconds``. Returns how many are up."""
-    report = provider_health_report()
-    return sum(1 for entry in report["instances"].values() if entry["ok"])
+    """Periodic (Celery beat every ``TESS_PROVIDER_HEARTBEAT_SECONDS``; the embedded pump runs
+    ``heartbeats_check`` itself): every instance's heartbeat. Returns how many are up."""
+    return heartbeats_check()

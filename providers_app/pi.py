@@ -103,6 +103,7 @@ class PiProvider(AgentRuntimeProvider):
             operations=frozenset(operations),
             attach_modes=frozenset(modes),
             cursor="'<byte offset of an entry's line>.<bytes of its text returned>' in the session file",
+            checkpoints=True,  # compaction entries
         )
 
     def health(self) -> ProviderHealth:

@@ -48,6 +48,7 @@ from memory_app.errors import MemoryUnavailable
 from memory_app.plugin.registry import operator_memory_plugin
 from memory_app.services import Recall, memory_propose_once, memory_scope_for, recall_for_prompt
 from providers_app.contract import ProviderError
+from providers_app.heartbeat import heartbeat_require_fresh
 from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
@@ -60,6 +61,7 @@ from tess_site.errors import (
     envelope,
 )
 from tess_site.scope import Role, Scope
+from tess_site.tool_policy import tool_policy_check
 from tess_site.transactions import connection_release
 
 from . import selectors, stream
@@ -72,6 +74,7 @@ from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent, TurnRun
 from .replies import ReplyDeltas
 from .services import session_terminate
+from .terminate import ACTION as TERMINATE_ACTION
 
 logger = logging.getLogger(__name__)
 
@@ -333,6 +336,7 @@ def live_state(scope: Scope, session: Session, intent: IntentClass) -> dict[str,
     if intent not in (IntentClass.STATUS, IntentClass.DIAGNOSTICS):
         return live
     try:
+        heartbeat_require_fresh(session.provider_instance)  # a stale instance is not asked: it may hang
         provider = get_provider(session.provider_instance)
         found = next((r for r in provider.list_sessions(scope) if r.ref.runtime_id == session.runtime_id), None)
         live["runtime"] = (
@@ -455,8 +459,10 @@ def _act(scope: Scope, session: Session, intent: Intent, text: str, result: Turn
         elif intent.cls is IntentClass.APPROVAL and intent.tool:
             _tool_request(scope, session, intent, result)
         elif intent.cls is IntentClass.APPROVAL:
+            tool_policy_check(authority="human_approval", action=TERMINATE_ACTION)
             _terminate_request(scope, session, result)
         elif intent.cls is IntentClass.HANDOFF:
+            tool_policy_check(authority="mos", action="mos.handoff")
             _handoff(scope, session, text, result)
         else:
             raise IntentUnsupported(intent.explanation or None, details={"reason": intent.reason})

@@ -5,7 +5,9 @@ operator is working in, and:
 
 1. finds the entry (404), requires the operator role (403) and, with a session, the right to operate it;
 2. validates the input against the entry's JSON Schema (400 ``catalog_input_invalid`` naming the path);
-3. checks that the capability and operation the entry needs are on offer (501 ``capability_unsupported``
+3. applies ``TESS_TOOL_POLICY`` (403 ``tool_policy_refused`` naming the policy when it does not allow the
+   entry's authority: under ``read_only`` only ``tess`` tools run, and nothing is requested or handed off);
+   then checks that the capability and operation the entry needs are on offer (501 ``capability_unsupported``
    otherwise — nothing is emulated);
 4. applies the entry's authority: ``tess`` runs the read-only operation now and returns its result;
    ``human_approval`` asks for a one-time approval of exactly this action, target and parameters (the
@@ -31,7 +33,7 @@ from approvals_app.approvals import approval_request
 from approvals_app.models import Approval
 from providers_app.bootstrap import bootstrap_command
 from providers_app.capabilities import CapabilityDescriptor, CapabilityName, capability
-from providers_app.catalog import Authority, CatalogEntry, catalog_entry, validate_input
+from providers_app.catalog import Authority, CatalogEntry, catalog_entry, entry_policy_check, validate_input
 from providers_app.gitops import repo_path
 from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, TessError, envelope
@@ -95,15 +97,16 @@ def catalog_invoke(
         scope = scope.for_session(str(session.pk))
     params = validate_input(entry, data)
     invocation = Invocation(entry=entry)
-    if entry.authority is Authority.TESS:
-        try:
+    try:
+        entry_policy_check(entry)
+        if entry.authority is Authority.TESS:
             invocation.result = _run(scope, entry, params)
             invocation.status = "done"
-        except TessError as exc:
-            invocation.error = exc
-            invocation.status = "refused"
+    except TessError as exc:
+        invocation.error = exc
+        invocation.status = "refused"
     with transaction.atomic():
-        if entry.authority is not Authority.TESS:
+        if entry.authority is not Authority.TESS and invocation.error is None:
             try:
                 if entry.authority is Authority.HUMAN_APPROVAL:
                     invocation.approval = _ask_approval(scope, entry, params, session)

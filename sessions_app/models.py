@@ -194,6 +194,30 @@ class InboxItem(LeasedWork):
         return f"inbox {self.pk} → {self.session_id} ({self.state})"
 
 
+class CaptureItem(LeasedWork):
+    """One lifecycle capture for a person's operational memory (seed 000), written in the transaction of the
+    lifecycle change it records and delivered by a task holding a lease (``lifecycle.capture_deliver``), so a
+    process that dies after that commit loses nothing: the sweeper hands the item to another worker."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The capture's namespace: a session's id, or ``approval:<id>`` for an approval executed outside any.
+    session_key = models.CharField(max_length=80)
+    source = models.CharField(max_length=64)
+    text = models.TextField()
+    correlation_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta(LeasedWork.Meta):
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="capture_state_lease"),
+            models.Index(fields=["state", "available_at"], name="capture_state_available"),
+        ]
+
+    def __str__(self) -> str:
+        return f"capture {self.pk} {self.source} → {self.session_key} ({self.state})"
+
+
 class OutboxItem(LeasedWork):
     """An event Tess pushes to a bound channel that cannot read the stream itself (e.g. Discord)."""
 

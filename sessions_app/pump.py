@@ -1,6 +1,7 @@
 """The embedded pump: without Redis (``make run``), a thread of the serving process does what Celery
-beat and workers do with Redis — pump output of running sessions, sweep expired leases, wake due items
-and purge old idempotency keys — so one process streams live output.
+beat and workers do with Redis — pump output of running sessions, sweep expired leases, wake due items,
+purge old idempotency keys and check every runtime provider's heartbeat — so one process streams live
+output and acts on a provider that stopped answering.
 
 Started only when serving (``runserver``/daphne), never in tests or management commands. Importing this
 module (the app's start-up does) also registers the app's tasks with Celery, which eager runs need.
@@ -9,10 +10,12 @@ module (the app's start-up does) also registers the app's tasks with Celery, whi
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from django.apps import apps
 from django.conf import settings
@@ -21,6 +24,7 @@ from django.db import close_old_connections
 from approvals_app.approvals import approvals_expire_lapsed
 from memory_app.coding.tasks import requeue_due_coding_exports
 from providers_app.contract import ProviderError
+from providers_app.health import heartbeats_check
 from tess_site.tasks import sweep_expired_leases
 
 from . import services, tasks
@@ -82,18 +86,33 @@ def housekeeping() -> None:
     requeue_due_coding_exports()  # plast-mem ingestion's retries and lost wake-ups, outside any request
 
 
+@dataclass
+class Cycle:
+    """One look of the pump thread: heartbeats when due, output always, housekeeping when due."""
+
+    last_heartbeat: float = -math.inf
+    last_housekeeping: float = -math.inf
+
+    def run(self) -> None:
+        if time.monotonic() - self.last_heartbeat >= settings.TESS_PROVIDER_HEARTBEAT_SECONDS:
+            # Beat's check_provider_heartbeats on the same interval, before the pump that acts on its result.
+            self.last_heartbeat = time.monotonic()
+            heartbeats_check()
+        pump_once()
+        if time.monotonic() - self.last_housekeeping > HOUSEKEEPING_SECONDS:
+            housekeeping()
+            self.last_housekeeping = time.monotonic()
+
+
 def _run() -> None:
     interval = settings.TESS_PUMP_INTERVAL_MS / 1000
-    last_housekeeping = 0.0
+    cycle = Cycle()
     while not apps.ready and not _stop.wait(0.05):
         pass  # started from an AppConfig.ready(): the database is the app registry's once every app is ready
     while not _stop.is_set():
         close_old_connections()
         try:
-            pump_once()
-            if time.monotonic() - last_housekeeping > HOUSEKEEPING_SECONDS:
-                housekeeping()
-                last_housekeeping = time.monotonic()
+            cycle.run()
         except Exception:
             logger.exception("embedded pump cycle failed")
         _stop.wait(interval)

@@ -24,6 +24,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from approvals_app.models import Approval
 from providers_app.contract import (
+    AgentObservation,
     AgentRuntimeProvider,
     AttachmentRequired,
     CapabilityUnsupported,
@@ -35,7 +36,11 @@ from providers_app.contract import (
     StreamPage,
     TerminalProvider,
 )
+from providers_app.contract import (
+    AgentState as ObservedState,
+)
 from providers_app.contract import AttachMode as ProviderAttachMode
+from providers_app.heartbeat import heartbeat_require_fresh, heartbeat_stale_since
 from providers_app.registry import configured_instances, get_provider
 from tess_site.audit.services import record_audit
 from tess_site.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -293,6 +298,7 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool =
     attachment = selectors.interactive_attachment_of(scope=scope, session=session)
     if attachment is None or not selectors.can_operate(scope=scope, session=session):
         raise AttachmentRequired()
+    heartbeat_require_fresh(session.provider_instance)  # 503 now, rather than a queued item that cannot go
     assert scope.actor is not None
     with transaction.atomic():
         RuntimeAttachment.objects.filter(pk=attachment.pk).update(last_activity_at=timezone.now())
@@ -345,6 +351,7 @@ def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bo
         session=str(session.pk),
     )
     try:
+        heartbeat_require_fresh(session.provider_instance)
         provider = get_provider(session.provider_instance)
         if item.keys:
             if not isinstance(provider, TerminalProvider):
@@ -468,9 +475,14 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
         if session is None:
             return 0
         provider = get_provider(session.provider_instance)
+        stale_since = heartbeat_stale_since(session.provider_instance)
         try:
             scope = system_scope(session)
-            page = provider.stream_session(session.runtime_ref, session.cursor or None, scope, limit=limit)
+            if stale_since is not None:
+                # No heartbeat: not asked (it may hang); its output waits at the cursor for its return.
+                page = StreamPage(chunks=(), next_cursor=session.cursor, ended=False)
+            else:
+                page = provider.stream_session(session.runtime_ref, session.cursor or None, scope, limit=limit)
         except RuntimeNotFound:
             # The runtime is gone (or its id now means another session): nothing more will come.
             page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)
@@ -504,7 +516,7 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
             fields |= {"agent_state_seen": "", "agent_state_seen_since": None}
             capture_on_commit(session_id=session.pk, source="session.ended", text=ended_text(session, "exited"))
         else:
-            fields |= _agent_state_change(session, provider, now, items)
+            fields |= _agent_state_change(session, provider, now, items, stale_since=stale_since)
         events_append(session_id=session.pk, items=items)
         usage_record(session=session, steps=steps)  # with the cursor that read them: each step once
         if page.next_cursor != session.cursor or len(fields) > 1:
@@ -526,12 +538,23 @@ def _announce_agent_state(session: Session, new_state: str, since: datetime | No
 
 
 def _agent_state_change(
-    session: Session, provider: AgentRuntimeProvider, now: datetime, items: list[tuple[stream.EventKind, Any]]
+    session: Session,
+    provider: AgentRuntimeProvider,
+    now: datetime,
+    items: list[tuple[stream.EventKind, Any]],
+    *,
+    stale_since: datetime | None = None,
 ) -> dict[str, Any]:
     """Look at the agent's state; the row's fields to write, and a ``status`` event in ``items`` when the
-    announced state changes (once per change: the caller holds the row lock)."""
+    announced state changes (once per change: the caller holds the row lock).
+
+    With the provider's heartbeat stale since ``stale_since``, nobody can tell what the agent does: the
+    observation is ``unknown`` from then on, without asking the provider, and goes through the same debounce."""
     try:
-        observation = provider.agent_state(session.runtime_ref, system_scope(session))
+        if stale_since is not None:
+            observation = AgentObservation(state=ObservedState.UNKNOWN, reason="heartbeat stale", since=stale_since)
+        else:
+            observation = provider.agent_state(session.runtime_ref, system_scope(session))
     except RuntimeNotFound:
         return {}  # gone: the stream says ``ended`` once its output is drained
     except ProviderError as exc:

@@ -19,8 +19,9 @@ from tess_site.leases import new_worker_id
 from . import services
 from .gateway import turns_fail_abandoned
 from .idempotency import idempotency_purge
+from .lifecycle import capture_deliver, capture_requeue_due
 from .outbox import outbox_deliver
-from .wakeups import DELIVER_INBOX_ITEM, DELIVER_OUTBOX_ITEM
+from .wakeups import DELIVER_CAPTURE_ITEM, DELIVER_INBOX_ITEM, DELIVER_OUTBOX_ITEM
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,9 @@ def pump_sessions() -> int:
 
 @shared_task(name="sessions_app.tasks.requeue_due_work", ignore_result=True)
 def requeue_due_work() -> int:
-    """Periodic: wake inbox items that are pending and due again after a transient failure."""
-    return services.inbox_requeue_due()
+    """Periodic: wake inbox items and lifecycle captures that are pending and due again (after a transient
+    failure, or a wake-up lost with the process that committed them)."""
+    return services.inbox_requeue_due() + capture_requeue_due()
 
 
 @shared_task(name="sessions_app.tasks.purge_idempotency_records", ignore_result=True)
@@ -86,3 +88,9 @@ def fail_abandoned_turns() -> int:
 def deliver_outbox_item(item_id: int) -> bool:
     """Push one outbox item to its channel, if no other worker holds it."""
     return outbox_deliver(item_id=item_id, worker=new_worker_id())
+
+
+@shared_task(name=DELIVER_CAPTURE_ITEM, ignore_result=True)
+def deliver_capture_item(item_id: int) -> bool:
+    """Put one lifecycle capture into its person's operational memory, if no other worker holds it."""
+    return capture_deliver(item_id=item_id, worker=new_worker_id())

@@ -18,8 +18,8 @@ from .approval_brief import describe_terminate
 from .catalog_capabilities import register as register_catalog_capabilities
 from .gateway import post_handoff_event
 from .inbox_source import sessions_waiting
-from .lifecycle import post_capture_event
-from .models import InboxItem, OutboxItem
+from .lifecycle import post_capture_event, wake_capture_item
+from .models import CaptureItem, InboxItem, OutboxItem
 from .outbox import wake_outbox_item
 from .services import wake_inbox_item
 from .terminate import ACTION, bind_terminate_parameters, execute_terminate, post_approval_event
@@ -28,6 +28,7 @@ from .terminate import ACTION, bind_terminate_parameters, execute_terminate, pos
 def connect() -> None:
     register_leased_work(InboxItem, wake_inbox_item)
     register_leased_work(OutboxItem, wake_outbox_item)
+    register_leased_work(CaptureItem, wake_capture_item)
     # seed 002: a pinned "session:<id>" resolves only while the operator can still read that session.
     register_reference_resolver("session", lambda scope, ref: selectors.can_read_session(scope=scope, session_id=ref))
     # Terminating is approved by a human, then executed here; approval and hand-off changes reach the stream.

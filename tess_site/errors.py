@@ -49,6 +49,13 @@ class Forbidden(TessError):
     default_message = "You do not have permission to do that."
 
 
+class ToolPolicyRefused(Forbidden):
+    """What was asked needs an authority ``TESS_TOOL_POLICY`` does not let Tess use (``tess_site.tool_policy``)."""
+
+    code = "tool_policy_refused"
+    default_message = "The tool policy does not allow this; nothing was requested."
+
+
 class InvalidInput(TessError):
     code = "validation_error"
     default_message = "The request is not valid."

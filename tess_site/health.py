@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from .accounts.api_base import ScopedAPIView
 from .scope import Scope
+from .tool_policy import tool_policy_report
 
 CHECK_TIMEOUT_SECONDS = 2.0
 
@@ -134,6 +135,8 @@ def model_report() -> dict[str, Any]:
         "notice": "" if configured else NO_MODEL_NOTICE,
         "reasoning_level": settings.TESS_REASONING_LEVEL,
         "tool_policy": settings.TESS_TOOL_POLICY,
+        # What the catalog and the gateway enforce: the authorities a tool may need under this policy.
+        "tool_policy_enforced": tool_policy_report(),
         "credentials_configured": bool(settings.TESS_MODEL_API_KEY),
     }
 

@@ -26,6 +26,9 @@ CATALOG_ENTRY = inline_serializer(
         "capability": serializers.CharField(help_text="the capability the tool needs"),
         "operation": serializers.CharField(help_text="the capability's operation it calls"),
         "available": serializers.BooleanField(help_text="whether that capability and operation are on offer now"),
+        "allowed_by_policy": serializers.BooleanField(
+            help_text="whether TESS_TOOL_POLICY lets Tess use the tool's authority (read_only: tess tools only)"
+        ),
         "choices": serializers.DictField(
             child=serializers.ListField(child=serializers.CharField()),
             help_text="names your tenant may pass in name fields (repo, command, server)",

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from tess_site.accounts.api_base import ScopedAPIView
 
 from ..contract import ProviderError
+from ..heartbeat import heartbeat_report
 from ..registry import configured_instances, get_provider, instances_for_tenant
 
 # Health asks the runtime (a tmux call, an HTTP round trip); the picker polls, so answers are reused briefly.
@@ -34,6 +35,7 @@ def _instance(name: str) -> dict[str, Any]:
             "kind": kind,
             "operations": sorted(op.value for op in capabilities.operations),
             "attach_modes": sorted(mode.value for mode in capabilities.attach_modes),
+            "checkpoints": capabilities.checkpoints,
             "health": {
                 "ok": health.ok,
                 "heartbeat_at": health.heartbeat_at.isoformat() if health.heartbeat_at else None,
@@ -45,6 +47,7 @@ def _instance(name: str) -> dict[str, Any]:
             "kind": kind,
             "operations": [],
             "attach_modes": [],
+            "checkpoints": False,
             "health": {"ok": False, "heartbeat_at": None, "error": exc.code},
         }
     cache.set(f"tess:provider-inventory:{name}", entry, HEALTH_CACHE_SECONDS)
@@ -65,6 +68,9 @@ class ProviderInventoryView(ScopedAPIView):
                         "kind": serializers.CharField(),
                         "operations": serializers.ListField(child=serializers.CharField()),
                         "attach_modes": serializers.ListField(child=serializers.CharField()),
+                        "checkpoints": serializers.BooleanField(
+                            help_text="whether its stream marks where the runtime compacted its context"
+                        ),
                         "health": serializers.DictField(),
                     },
                     many=True,
@@ -73,4 +79,14 @@ class ProviderInventoryView(ScopedAPIView):
         )
     )
     def get(self, request: Request) -> Response:
-        return Response({"results": [_instance(name) for name in instances_for_tenant(self.scope.tenant.slug)]})
+        names = instances_for_tenant(self.scope.tenant.slug)
+        beats = heartbeat_report(names)
+        results = []
+        for name in names:
+            entry = _instance(name)
+            # The recorded heartbeat is read fresh (never cached): a stale one is down whatever one look said.
+            stale = beats[name]["stale"]
+            results.append(
+                {**entry, "health": {**entry["health"], "ok": entry["health"]["ok"] and not stale, "stale": stale}}
+            )
+        return Response({"results": results})

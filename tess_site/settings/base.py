@@ -456,6 +456,10 @@ TESS_METRICS = env_bool("TESS_METRICS", True)
 TESS_METRICS_ALLOWED_IPS = env_networks("TESS_METRICS_ALLOWED_IPS", ["127.0.0.1/32", "::1/128"])
 # How often beat asks every runtime provider instance for its health (tess_provider_heartbeat_* metrics).
 TESS_PROVIDER_HEARTBEAT_SECONDS = env_int("TESS_PROVIDER_HEARTBEAT_SECONDS", 30, minimum=5)
+# After how long without a successful check an instance counts as down: health reports it unhealthy, its
+# sessions' agent state reads unknown and sends to it fail fast (providers_app/heartbeat.py). Production
+# refuses a value below two check intervals, which would flap on one slow check.
+TESS_HEARTBEAT_STALE_SECONDS = env_int("TESS_HEARTBEAT_STALE_SECONDS", 3 * TESS_PROVIDER_HEARTBEAT_SECONDS, minimum=10)
 CELERY_BEAT_SCHEDULE["providers-heartbeat"] = {
     "task": "providers_app.health.check_provider_heartbeats",
     "schedule": float(TESS_PROVIDER_HEARTBEAT_SECONDS),

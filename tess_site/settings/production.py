@@ -118,6 +118,17 @@ def _email_problems(environ: Environ) -> list[str]:
     ]
 
 
+def _heartbeat_problem(environ: Environ) -> str | None:
+    interval = env_int("TESS_PROVIDER_HEARTBEAT_SECONDS", 30, minimum=5, environ=environ)
+    stale = env_int("TESS_HEARTBEAT_STALE_SECONDS", 3 * interval, minimum=10, environ=environ)
+    if stale >= 2 * interval:
+        return None
+    return (
+        f"TESS_HEARTBEAT_STALE_SECONDS of at least two heartbeat intervals ({2 * interval} s with "
+        f"TESS_PROVIDER_HEARTBEAT_SECONDS={interval}): one slow check must not mark an instance down"
+    )
+
+
 def production_problems(environ: Environ) -> list[str]:
     """What ``environ`` lacks for production, each item naming its variable; empty when nothing does."""
     problems = []
@@ -137,6 +148,8 @@ def production_problems(environ: Environ) -> list[str]:
     if not redis_url or not redis_url.startswith(("redis://", "rediss://", "unix://")):
         problems.append("REDIS_URL (a Redis or Valkey URL; or REDIS_URL_FILE)")
     if env_bool("TESS_DB_POOL", True, environ=environ) and (problem := pool_problem(environ)):
+        problems.append(problem)
+    if problem := _heartbeat_problem(environ):
         problems.append(problem)
     if not _https_url(env_str("TESS_PUBLIC_URL", environ=environ) or ""):
         problems.append("TESS_PUBLIC_URL (the https:// origin approval links start with)")

@@ -51,6 +51,12 @@ class PiHarness:
     def emit(self, ref: RuntimeRef, data: bytes) -> None:
         self.writers[ref.runtime_id].assistant(data.decode())
 
+    def compact(self, ref: RuntimeRef, summary: str) -> None:
+        """The runtime compacts its context: a ``compaction`` entry keeping everything from the latest one."""
+        writer = self.writers[ref.runtime_id]
+        assert writer.leaf is not None
+        writer.compaction(summary, writer.leaf, tokens_before=4242)
+
     def received(self, ref: RuntimeRef) -> str:
         inbox = Path(str(self.writers[ref.runtime_id].path) + ".received")
         return inbox.read_text() if inbox.exists() else ""

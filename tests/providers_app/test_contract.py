@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,10 +22,12 @@ from providers_app.contract import (
     Operation,
     OutputChunk,
     ProviderHealth,
+    ProviderUnavailable,
     RuntimeNotFound,
     RuntimeRef,
     StreamPage,
 )
+from providers_app.heartbeat import heartbeat_record, heartbeat_require_fresh
 from tess_site.scope import Scope
 from tests.waiting import wait_for
 
@@ -101,6 +104,38 @@ def test_it_describes_itself_and_reports_a_heartbeat(runtime: Harness, system_sc
     assert health.ok
     assert (health.kind, health.instance) == (runtime.provider.kind, runtime.name)
     assert health.heartbeat_at is not None
+
+
+def test_each_heartbeat_is_a_look_taken_when_asked(runtime: Harness, system_scope: Scope) -> None:
+    """Tess counts an instance down once its heartbeats stop passing (``providers_app.heartbeat``); a provider
+    that reported a remembered time would keep a dead peer looking alive."""
+    runtime.start(system_scope, "alpha")
+    before = datetime.now(UTC)
+    first = runtime.provider.health()
+    between = datetime.now(UTC)
+    second = runtime.provider.health()
+    after = datetime.now(UTC)
+
+    assert first.ok and second.ok
+    assert first.heartbeat_at is not None and second.heartbeat_at is not None
+    assert before <= first.heartbeat_at <= between <= second.heartbeat_at <= after
+
+
+@pytest.mark.django_db
+def test_its_heartbeat_keeps_the_instance_fresh_and_without_one_sends_fail_fast(
+    runtime: Harness, system_scope: Scope, settings: Any
+) -> None:
+    ref = runtime.start(system_scope, "alpha")
+    health = runtime.provider.health()
+    heartbeat_record(instance=runtime.name, kind=health.kind, ok=health.ok)
+    heartbeat_require_fresh(runtime.name)
+
+    quiet = datetime.now(UTC) - timedelta(seconds=settings.TESS_HEARTBEAT_STALE_SECONDS + 1)
+    heartbeat_record(instance=runtime.name, kind=health.kind, ok=True, at=quiet)
+    with pytest.raises(ProviderUnavailable) as refused:
+        heartbeat_require_fresh(runtime.name)
+    assert refused.value.details["instance"] == runtime.name
+    assert runtime.received(ref) == ""
 
 
 def test_it_declares_exactly_the_operations_it_offers(runtime: Harness) -> None:
@@ -189,6 +224,37 @@ def test_output_written_later_follows_the_cursor_without_gaps_or_repeats(runtime
 
     assert "".join(chunk.data for chunk in first) == "first part|"
     assert "".join(chunk.data for chunk in second) == "second pärt"
+
+
+def test_a_compaction_is_marked_once_as_a_checkpoint_that_resumes_exactly(
+    runtime: Harness, system_scope: Scope
+) -> None:
+    """Checkpoints: a runtime that compacts its context declares it (``Capabilities.checkpoints``) and marks
+    each compaction in its stream once, with the fields Tess records and a cursor that resumes at it; one
+    that does not declares that, and its stream never carries one."""
+    ref = runtime.start(system_scope, "alpha")
+    compacts = getattr(runtime, "compact", None)
+    assert runtime.provider.capabilities().checkpoints is (compacts is not None)
+    runtime.emit(ref, b"before ")
+    if compacts is not None:
+        compacts(ref, "what came before")
+    runtime.emit(ref, b"after")
+
+    chunks, _ = read_until(runtime.provider, ref, system_scope, None, len(b"before after"), 65536)
+    marked = [chunk for chunk in chunks if chunk.checkpoint is not None]
+    assert "".join(chunk.data for chunk in chunks).endswith("before after")
+    if compacts is None:
+        assert marked == []
+        return
+    (checkpoint,) = marked
+    assert checkpoint.data == ""
+    assert checkpoint.checkpoint is not None
+    assert set(checkpoint.checkpoint) == {"kind", "entry_id", "summary", "first_kept_entry_id", "tokens_before"}
+    assert checkpoint.checkpoint["summary"] == "what came before"
+    resumed = runtime.provider.stream_session(ref, checkpoint.cursor, system_scope).chunks
+    assert resumed[0].checkpoint == checkpoint.checkpoint and "".join(c.data for c in resumed) == "after"
+    past = runtime.provider.stream_session(ref, checkpoint.next_cursor, system_scope).chunks
+    assert all(c.checkpoint is None for c in past) and "".join(c.data for c in past) == "after"
 
 
 def test_a_malformed_cursor_is_refused(runtime: Harness, system_scope: Scope) -> None:

@@ -182,6 +182,7 @@ def test_the_tree_hangs_child_sessions_under_their_parent(hermes: HermesHarness,
 # --- the credential and health -------------------------------------------------------------------------
 
 
+@pytest.mark.django_db
 def test_the_key_never_appears_in_health_reports_or_logs(
     hermes: HermesHarness, settings: Any, caplog: pytest.LogCaptureFixture, system_scope: Scope
 ) -> None:
@@ -250,6 +251,7 @@ def test_a_server_that_is_down_is_unhealthy_and_unavailable(tmp_path: Path, syst
         provider.list_sessions(system_scope)
 
 
+@pytest.mark.django_db
 def test_pi_and_hermes_instances_report_side_by_side(
     hermes: HermesHarness, tmp_path: Path, settings: Any, system_scope: Scope
 ) -> None:

@@ -29,7 +29,12 @@ def test_members_see_the_instances_of_their_tenant_with_capabilities_and_health(
     assert set(by_name) == {"shared", "broken"}  # globex-only does not exist for acme
     assert by_name["shared"]["kind"] == "tmux" and "send_message" in by_name["shared"]["operations"]
     assert by_name["shared"]["health"]["ok"] is True
-    assert by_name["broken"]["health"] == {"ok": False, "heartbeat_at": None, "error": "runtime_not_found"}
+    assert by_name["broken"]["health"] == {
+        "ok": False,
+        "heartbeat_at": None,
+        "error": "runtime_not_found",
+        "stale": False,
+    }
 
 
 def test_another_tenant_sees_its_own_instances(cast, api_as, instances):

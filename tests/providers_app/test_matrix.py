@@ -272,6 +272,7 @@ def test_a_missing_token_is_a_configuration_error(synapse: Synapse, source: dict
         MatrixProvider(name="x", config={"homeserver": synapse.url, **source})
 
 
+@pytest.mark.django_db
 def test_the_token_never_reaches_logs_health_or_errors(
     make_matrix: Callable[..., MatrixHarness],
     system_scope: Scope,

@@ -48,6 +48,7 @@ def test_named_instances_are_built_once_each_from_settings(
         get_provider("three")
 
 
+@pytest.mark.django_db
 def test_the_health_report_covers_every_instance(
     configure: Callable[[dict[str, Any]], None], make_tmux: Callable[..., TmuxHarness], system_scope: Scope
 ) -> None:
@@ -63,6 +64,7 @@ def test_the_health_report_covers_every_instance(
     assert entry["heartbeat_at"]
 
 
+@pytest.mark.django_db
 def test_the_health_report_names_broken_instances_without_failing(
     configure: Callable[[dict[str, Any]], None], make_tmux: Callable[..., TmuxHarness]
 ) -> None:
@@ -77,6 +79,7 @@ def test_the_health_report_names_broken_instances_without_failing(
         "kind": "tmux",
         "detail": {"error": "ImproperlyConfigured"},
         "heartbeat_at": None,
+        "heartbeat": {"last_at": None, "checked": False, "stale": False, "stale_after_seconds": 90},
     }
     assert report["instances"]["unknown"]["detail"] == {"error": "runtime_not_found"}
 

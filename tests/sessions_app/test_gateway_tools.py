@@ -343,3 +343,82 @@ def test_a_turn_naming_an_unknown_repository_is_refused_and_nothing_is_asked(
         refused = turn(api_as(cast.owner), session, "create tag v9 in elsewhere")
     assert refused.status_code == 404 and refused.json()["error"]["code"] == "git_repo_unknown"
     assert not Approval.objects.exists()
+
+
+# --- TESS_TOOL_POLICY: enforced, not only reported ---------------------------------------------------------
+
+
+@pytest.fixture
+def read_only(settings: Any) -> None:
+    settings.TESS_TOOL_POLICY = "read_only"
+
+
+def test_under_read_only_a_turn_asking_for_a_branch_is_refused_and_nobody_is_asked(
+    emails: Cast, api_as: Any, repo: Path, read_only: None, django_capture_on_commit_callbacks: Any
+):
+    from tests.sessions_app.test_turns import turn
+
+    session = SessionFactory.create(owner=emails.owner, tenant=emails.acme)
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = turn(api_as(emails.owner), session, "Tess, create branch from-a-turn in app")
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "tool_policy_refused" and "read_only" in error["message"]
+    assert error["details"]["policy"] == "read_only" and error["details"]["action"] == "gitops.create_branch"
+    assert not Approval.objects.exists() and not ApprovalExecution.objects.exists() and mail.outbox == []
+    assert ref(repo, "refs/heads/from-a-turn") is None
+    reply = session.events.get(kind="turn.out").body["text"]
+    assert reply.startswith("Nothing was done: The tool policy is read_only")
+    audit = AuditEvent.objects.get(action="catalog.invoked")
+    assert (audit.outcome, audit.metadata["error_code"]) == ("refused", "tool_policy_refused")
+
+
+def test_under_read_only_terminate_and_mos_turns_are_refused(
+    cast: Cast, api_as: Any, repo: Path, read_only: None, django_capture_on_commit_callbacks: Any
+):
+    from tests.sessions_app.test_turns import turn
+
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
+    client = api_as(cast.owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        ended = turn(client, session, "terminate this session")
+        handed = turn(client, session, "fix the flaky login test")
+    assert ended.json()["error"]["details"]["action"] == "session.terminate"
+    assert handed.json()["error"]["details"]["authority"] == "mos"
+    assert {ended.status_code, handed.status_code} == {403}
+    assert not Approval.objects.exists() and not Handoff.objects.exists()
+
+
+def test_under_read_only_a_mos_tool_is_refused_with_the_policy_named(
+    cast: Cast, api_as: Any, repo: Path, read_only: None, django_capture_on_commit_callbacks: Any
+):
+    response = invoke(
+        api_as(cast.owner),
+        "gitops.merge_request",
+        {"repo": "app", "source": "feature", "target": "main"},
+        django_capture_on_commit_callbacks,
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "tool_policy_refused"
+    assert response.json()["error"]["details"]["tool"] == "gitops.merge_request"
+    assert not Handoff.objects.exists()
+
+
+def test_under_read_only_a_read_only_tool_still_runs(
+    cast: Cast, api_as: Any, repo: Path, read_only: None, django_capture_on_commit_callbacks: Any
+):
+    response = invoke(api_as(cast.owner), "gitops.branches", {"repo": "app"}, django_capture_on_commit_callbacks)
+    assert response.status_code == 200 and response.json()["status"] == "done"
+
+
+def test_the_catalog_says_which_tools_the_policy_allows(cast: Cast, api_as: Any, repo: Path, settings: Any):
+    def allowed() -> dict[str, bool]:
+        listed = api_as(cast.owner).get("/api/v1/catalog/").json()["results"]
+        return {e["id"]: e["allowed_by_policy"] for e in listed}
+
+    assert all(allowed().values())  # the default policy, approval_required, lets every authority through
+    settings.TESS_TOOL_POLICY = "read_only"
+    under_read_only = allowed()
+    assert under_read_only["gitops.status"] and under_read_only["diagnostics.provider_health"]
+    assert not under_read_only["gitops.create_branch"] and not under_read_only["gitops.merge_request"]
+    assert not under_read_only["bootstrap.start"]

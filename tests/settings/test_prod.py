@@ -343,3 +343,10 @@ def test_a_pool_whose_largest_size_is_below_its_smallest_is_refused_but_a_large_
     production_settings({**COMPLETE, "TESS_DB_POOL_MIN": "2", "TESS_DB_POOL_MAX": "500"})
     # Without a pool its sizes mean nothing, and nothing is refused.
     production_settings({**COMPLETE, "TESS_DB_POOL": "0", "TESS_DB_POOL_MIN": "6", "TESS_DB_POOL_MAX": "4"})
+
+
+def test_a_heartbeat_staleness_shorter_than_two_checks_is_refused():
+    refusal = _refusal(_without(TESS_PROVIDER_HEARTBEAT_SECONDS="30", TESS_HEARTBEAT_STALE_SECONDS="45"))
+    assert "TESS_HEARTBEAT_STALE_SECONDS of at least two heartbeat intervals (60 s" in refusal
+    _start(_without(TESS_PROVIDER_HEARTBEAT_SECONDS="30", TESS_HEARTBEAT_STALE_SECONDS="60"))
+    _start(_without(TESS_PROVIDER_HEARTBEAT_SECONDS="20"))  # the default, three intervals, follows the interval

@@ -125,8 +125,16 @@ def test_it_reports_the_effective_model_reasoning_level_and_tool_policy(cast, ap
         "notice": "",
         "reasoning_level": "high",
         "tool_policy": "read_only",
+        "tool_policy_enforced": {"allows": ["tess"], "refuses": ["human_approval", "mos"]},
         "credentials_configured": True,
     }
+
+
+@pytest.mark.django_db
+def test_the_default_tool_policy_lets_approvals_and_mos_through(cast, api_as):
+    body = api_as(cast.owner).get(HEALTH).json()
+    assert body["model"]["tool_policy"] == "approval_required"
+    assert body["model"]["tool_policy_enforced"] == {"allows": ["tess", "human_approval", "mos"], "refuses": []}
 
 
 @override_settings(TESS_MODEL_ADAPTER="deterministic", TESS_MODEL="tess-deterministic", TESS_MODEL_API_KEY=None)
