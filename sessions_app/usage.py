@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import F, Sum, Value
+from django.db.models import F, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -158,42 +158,40 @@ GROUPS = {
 }
 
 
-def usage_grouped(*, scope: Scope, group_by: str, since: date | None, until: date | None) -> list[dict[str, Any]]:
-    """Sums per group and currency over the days ``since`` to ``until`` (inclusive, UTC): tokens, the cost
-    where known, and how many steps had no price. Read from the day rows, never the whole ledger."""
+SUMMED = ("steps", "unpriced_steps", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _days_between(scope: Scope, since: date | None, until: date | None) -> QuerySet[UsageDay]:
     days = usage_days_restrict(scope=scope)
     if since is not None:
         days = days.filter(day__gte=since)
     if until is not None:
         days = days.filter(day__lte=until)
+    return days
+
+
+def _summed(rows: QuerySet[UsageDay], *keys: str) -> QuerySet[Any]:
+    """The day rows summed per ``keys`` and currency (``total_<field>`` and ``total_cost``)."""
+    sums = {f"total_{name}": Sum(name) for name in SUMMED}
+    return rows.values(*keys, "currency").annotate(**sums, total_cost=Sum("cost"))
+
+
+def _figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A summed row as the API, the page and the CSV give it: the cost as a decimal string, or None."""
+    cost = row["total_cost"]
+    return {
+        "currency": row["currency"] or None,
+        **{name: row[f"total_{name}"] for name in SUMMED},
+        "cost": None if cost is None else str(cost.normalize()),
+    }
+
+
+def usage_grouped(*, scope: Scope, group_by: str, since: date | None, until: date | None) -> list[dict[str, Any]]:
+    """Sums per group and currency over the days ``since`` to ``until`` (inclusive, UTC): tokens, the cost
+    where known, and how many steps had no price. Read from the day rows, never the whole ledger."""
     key = GROUPS[group_by]
-    grouped = (
-        days.values(key, "currency")
-        .annotate(
-            total_steps=Sum("steps"),
-            total_unpriced=Sum("unpriced_steps"),
-            total_input=Sum("input_tokens"),
-            total_output=Sum("output_tokens"),
-            total_cache_read=Sum("cache_read_tokens"),
-            total_cache_write=Sum("cache_write_tokens"),
-            total_cost=Sum("cost"),
-        )
-        .order_by(key, "currency")
-    )
-    return [
-        {
-            "group": str(row[key]),
-            "currency": row["currency"] or None,
-            "steps": row["total_steps"],
-            "input_tokens": row["total_input"],
-            "output_tokens": row["total_output"],
-            "cache_read_tokens": row["total_cache_read"],
-            "cache_write_tokens": row["total_cache_write"],
-            "cost": None if row["total_cost"] is None else str(row["total_cost"].normalize()),
-            "unpriced_steps": row["total_unpriced"],
-        }
-        for row in grouped
-    ]
+    grouped = _summed(_days_between(scope, since, until), key).order_by(key, "currency")
+    return [{"group": str(row[key]), **_figures(row)} for row in grouped]
 
 
 @dataclass(frozen=True)
@@ -270,23 +268,9 @@ SESSION_SORTS = {
 
 def usage_by_session(*, scope: Scope, since: date | None, until: date | None, sort: str) -> list[dict[str, Any]]:
     """One row per session and currency: the usage table of the usage page and its CSV export."""
-    days = usage_days_restrict(scope=scope)
-    if since is not None:
-        days = days.filter(day__gte=since)
-    if until is not None:
-        days = days.filter(day__lte=until)
-    rows = (
-        days.values("session_id", "session__title", "operator__username", "provider_instance", "currency")
-        .annotate(
-            total_steps=Sum("steps"),
-            total_unpriced=Sum("unpriced_steps"),
-            total_input=Sum("input_tokens"),
-            total_output=Sum("output_tokens"),
-            total_cache_read=Sum("cache_read_tokens"),
-            total_cache_write=Sum("cache_write_tokens"),
-            total_cost=Sum("cost"),
-        )
-        .order_by(SESSION_SORTS.get(sort, SESSION_SORTS["cost"]), "session_id", "currency")
+    keys = ("session_id", "session__title", "operator__username", "provider_instance")
+    rows = _summed(_days_between(scope, since, until), *keys).order_by(
+        SESSION_SORTS.get(sort, SESSION_SORTS["cost"]), "session_id", "currency"
     )
     return [
         {
@@ -294,14 +278,7 @@ def usage_by_session(*, scope: Scope, since: date | None, until: date | None, so
             "title": row["session__title"],
             "operator": row["operator__username"],
             "provider": row["provider_instance"],
-            "currency": row["currency"] or None,
-            "steps": row["total_steps"],
-            "unpriced_steps": row["total_unpriced"],
-            "input_tokens": row["total_input"],
-            "output_tokens": row["total_output"],
-            "cache_read_tokens": row["total_cache_read"],
-            "cache_write_tokens": row["total_cache_write"],
-            "cost": None if row["total_cost"] is None else str(row["total_cost"].normalize()),
+            **_figures(row),
         }
         for row in rows
     ]
