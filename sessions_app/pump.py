@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from django.apps import apps
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from approvals_app.approvals import approvals_expire_lapsed
 from memory_app.coding.tasks import requeue_due_coding_exports
@@ -68,12 +68,18 @@ def start_embedded_pump() -> bool:
 
 
 def pump_once() -> int:
+    """One pass over the running sessions. A session that fails (its provider, or the database: a deadlock
+    with a truncating test, a dropped connection) is logged and tried again next pass; it never keeps the
+    sessions after it from being pumped."""
     written = 0
     for session_id in services.running_session_ids():
         try:
             written += services.session_pump(session_id=session_id)
         except ProviderError as exc:
             logger.warning("pumping %s failed: %s", session_id, exc.code)
+        except DatabaseError:
+            logger.exception("pumping %s failed in the database; it is tried again next pass", session_id)
+            close_old_connections()
     return written
 
 

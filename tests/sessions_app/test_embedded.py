@@ -170,3 +170,23 @@ def test_the_embedded_default_answers_a_turn_and_replays_it_on_sqlite(start_chil
         for socket in (var / "tmux").glob("*.sock"):
             subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
         shutil.rmtree(var, ignore_errors=True)
+
+
+@pytest.mark.django_db
+def test_a_session_that_fails_in_the_database_does_not_keep_the_others_from_being_pumped(cast, monkeypatch):
+    from django.db import OperationalError
+
+    from tests.factories import SessionFactory
+
+    broken, fine = (SessionFactory.create(owner=cast.owner, tenant=cast.acme) for _ in range(2))
+    tried: list[str] = []
+
+    def session_pump(*, session_id):
+        tried.append(str(session_id))
+        if str(session_id) == str(broken.pk):
+            raise OperationalError("deadlock detected")
+        return 1
+
+    monkeypatch.setattr(services, "session_pump", session_pump)
+    assert pump.pump_once() == 1
+    assert sorted(tried) == sorted([str(broken.pk), str(fine.pk)])
