@@ -132,7 +132,7 @@ class TmuxProvider(AgentRuntimeProvider, TerminalProvider):
     """A named tmux instance. Thread-safe; one instance per name (``registry.get_provider``)."""
 
     kind = "tmux"
-    default_debounce = 1.5
+    default_debounce = 1.0
 
     def __init__(self, *, name: str, config: dict[str, Any]) -> None:
         super().__init__(name=name, config=config)

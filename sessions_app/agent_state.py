@@ -2,7 +2,7 @@
 
 A provider says what its runtime shows at each look (``AgentRuntimeProvider.agent_state``). A new state is
 announced once it has held for the provider's debounce (a prompt flashed between redraws is not a question),
-counted from when the runtime says it began where it can say so;
+a question counted from when the runtime says it began;
 ``error`` and ``ended`` are facts and are announced at once; ``unknown`` only once the provider has been unable
 to tell for ``UNKNOWN_HOLD_SECONDS`` (a dead pane whose exit status tmux has not collected yet is a moment's
 doubt, not a state worth showing). The state the runtime shows but has not yet
@@ -40,10 +40,10 @@ def step(
 ) -> Step:
     """The change after observing ``observed`` at ``now``, given the row's announced and pending states.
 
-    The debounce counts from when the runtime says the state began (``observed_since``; tmux: its last
-    output, for a pane gone quiet), or else from the first look that saw the state, so a runtime that
-    stalls for a moment is not taken at its word at once. That start becomes the announced ``since``,
-    never earlier than the announced state's own start.
+    A question's debounce counts from when the runtime says it began (``observed_since``; tmux: its last
+    output); every other state's from the first look that saw it, so a runtime that stalls for a moment is
+    not taken at its word at once. The runtime's start becomes the announced ``since``, never earlier than
+    the announced state's own start.
     """
     if observed == current:
         return Step({"agent_state_seen": "", "agent_state_seen_since": None} if seen else {}, announce=False)
@@ -52,8 +52,12 @@ def step(
     began = min(observed_since or seen_since, seen_since)
     if current_since is not None:
         began = max(began, current_since)
+    # A question is direct evidence (a prompt at the cursor), so it has stood since the runtime says it began;
+    # any other state is inferred (a shell in the foreground is also a script sleeping between two lines)
+    # and must hold from the first look that saw it.
+    held_from = began if observed == AgentState.WAITING_FOR_INPUT else seen_since
     hold = max(debounce, UNKNOWN_HOLD_SECONDS) if observed == AgentState.UNKNOWN else debounce
-    if observed in FINAL_AGENT_STATES or now - began >= timedelta(seconds=hold):
+    if observed in FINAL_AGENT_STATES or now - held_from >= timedelta(seconds=hold):
         fields = {
             "agent_state": observed.value,
             "agent_state_since": began,

@@ -57,6 +57,15 @@ def test_a_prompt_that_has_not_stood_for_the_debounce_waits_for_the_next_look():
     assert not early.announce and early.fields["agent_state_seen"] == "waiting_for_input"
 
 
-def test_a_state_cannot_have_stood_since_before_the_announced_one_began():
-    look = _look(AgentState.IDLE, began=T0 - timedelta(seconds=30), current_since=T0 - timedelta(seconds=0.5))
+def test_a_question_cannot_have_stood_since_before_the_announced_state_began():
+    since = T0 - timedelta(seconds=0.5)
+    look = _look(AgentState.WAITING_FOR_INPUT, began=T0 - timedelta(seconds=30), current_since=since)
     assert not look.announce  # it has stood only since working was announced, half a second
+
+
+def test_an_inferred_state_holds_from_the_first_look_whatever_the_runtime_says():
+    """A shell in the foreground after a quiet moment is also a script sleeping between two lines."""
+    first = _look(AgentState.IDLE, began=T0 - timedelta(seconds=30))
+    assert not first.announce
+    held = _look(AgentState.IDLE, at=T0 + timedelta(seconds=1.5), seen="idle", seen_since=T0, began=T0)
+    assert held.announce and held.fields["agent_state"] == "idle"
