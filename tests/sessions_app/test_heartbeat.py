@@ -23,6 +23,13 @@ from .conftest import TmuxInstance
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def no_heartbeats_yet() -> None:
+    """Start from no recorded heartbeat: a server another test started (its embedded pump checks its own
+    instances) writes outside that test's transaction, so its rows can outlive it in this database."""
+    ProviderHeartbeat.objects.all().delete()
+
+
 def post(client: Any, path: str, data: dict[str, Any] | None = None) -> Any:
     return client.post(path, data or {}, format="json", HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex)
 
