@@ -15,10 +15,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from tess_site.accounts.scopes import scope_for_credential
-from tess_site.context import get_correlation_id
+from tess_site.accounts.scopes import scope_for_page
 from tess_site.errors import TessError
-from tess_site.scope import Scope
 
 from .cards import card_confirm, card_dismiss
 from .links import approval_link_open, approval_resend
@@ -39,15 +37,6 @@ CHANNEL_LABELS = {
 }
 
 
-def _scope(request: HttpRequest) -> Scope | None:
-    return scope_for_credential(
-        user=request.user,
-        auth=None,
-        session=request.session,
-        correlation_id=getattr(request, "correlation_id", None) or get_correlation_id(),
-    )
-
-
 def _not_a_member(request: HttpRequest) -> HttpResponse:
     context = {**admin.site.each_context(request), "title": "Inbox"}
     return render(request, "memory/not_member.html", context, status=403)
@@ -56,7 +45,7 @@ def _not_a_member(request: HttpRequest) -> HttpResponse:
 @never_cache
 @require_GET
 def inbox_page(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     items = inbox_of(scope=scope)
@@ -84,7 +73,7 @@ def _back(request: HttpRequest, error: TessError | None = None, done: str = "") 
 
 @require_POST
 def open_approval(request: HttpRequest, approval_id: UUID) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     try:
@@ -98,7 +87,7 @@ def open_approval(request: HttpRequest, approval_id: UUID) -> HttpResponse:
 
 @require_POST
 def resend_approval(request: HttpRequest, approval_id: UUID) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     try:
@@ -109,7 +98,7 @@ def resend_approval(request: HttpRequest, approval_id: UUID) -> HttpResponse:
 
 
 def _card(request: HttpRequest, card_id: UUID, *, confirm: bool) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     try:
@@ -135,7 +124,7 @@ def dismiss_card(request: HttpRequest, card_id: UUID) -> HttpResponse:
 
 @require_POST
 def settings_form(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     preferences_update(scope=scope, changes={name: request.POST.get(name) == "on" for name in CHANNELS})

@@ -14,9 +14,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from tess_site.accounts.scopes import scope_for_credential
-from tess_site.context import get_correlation_id
-from tess_site.scope import Scope
+from tess_site.accounts.scopes import scope_for_page
 
 from .usage import SESSION_SORTS, usage_by_session, usage_chart
 
@@ -55,15 +53,6 @@ def _window(request: HttpRequest) -> tuple[date, date]:
     return max(since, until - timedelta(days=MAX_DAYS - 1)), until
 
 
-def _scope(request: HttpRequest) -> Scope | None:
-    return scope_for_credential(
-        user=request.user,
-        auth=None,
-        session=request.session,
-        correlation_id=getattr(request, "correlation_id", None) or get_correlation_id(),
-    )
-
-
 def _refused(request: HttpRequest) -> HttpResponse:
     context = {**admin.site.each_context(request), "title": "Usage"}
     return render(request, "memory/not_member.html", context, status=403)
@@ -72,7 +61,7 @@ def _refused(request: HttpRequest) -> HttpResponse:
 @never_cache
 @require_GET
 def usage_page(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _refused(request)
     since, until = _window(request)
@@ -98,7 +87,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def usage_csv(request: HttpRequest) -> HttpResponse:
     """The sessions' table as CSV: one row per session and currency; an unknown cost is an empty cell."""
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _refused(request)
     since, until = _window(request)

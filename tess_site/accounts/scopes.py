@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 
+from tess_site.context import get_correlation_id
 from tess_site.scope import Channel, Role, Scope
 
 from .models import PersonalToken, Tenant
@@ -71,4 +72,14 @@ def scope_for_credential(
         channel=channel or default_channel,
         correlation_id=correlation_id,
         roles=roles,
+    )
+
+
+def scope_for_page(request: Any) -> Scope | None:
+    """The signed-in person's Scope for one of Tess's admin pages (None: not a member of any tenant)."""
+    return scope_for_credential(
+        user=request.user,
+        auth=None,
+        session=request.session,
+        correlation_id=getattr(request, "correlation_id", None) or get_correlation_id(),
     )
