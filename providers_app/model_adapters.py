@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -43,6 +44,20 @@ class ModelUnavailable(ModelError):
     code = "model_unavailable"
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_message = "The model endpoint cannot be reached."
+
+
+class ModelStopped(ModelError):
+    """The turn was stopped while the model was answering: the call was cancelled (its connection closed, or
+    the runtime told to abort). ``text`` is what the model had produced by then, ``usage`` what it reported."""
+
+    code = "model_stopped"
+    status_code = status.HTTP_409_CONFLICT
+    default_message = "The reply was stopped."
+
+    def __init__(self, text: str = "", *, usage: ModelUsage | None = None) -> None:
+        super().__init__(details={"chars": len(text)})
+        self.text = text
+        self.usage = usage
 
 
 class ModelAdapterUnknown(ModelError):
@@ -85,6 +100,21 @@ SUMMARY_INTENT = "summary"
 
 
 @dataclass(frozen=True)
+class ModelUsage:
+    """What one model call consumed, as the model API (or runtime) reported it, or estimated when it did not
+    (``source`` ``estimated``). ``cost`` only when the source reported one (else the ledger prices it)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: Decimal | None = None
+    currency: str = "USD"
+    source: str = "reported"
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     """One answer to phrase. ``intent`` is the classifier's class (``conversation``, ``status``,
     ``diagnostics``), or ``summary`` for a summary of the earlier conversation; ``live`` is the authoritative
@@ -97,6 +127,8 @@ class ModelRequest:
     standing_initiative: str = ""
     # Called with each piece of the answer as the model produces it (a streaming adapter only); never raises.
     on_delta: Callable[[str], None] | None = field(default=None, compare=False)
+    # Set when the turn is stopped: the adapter ends the model call promptly and raises ``ModelStopped``.
+    cancel: threading.Event | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -104,6 +136,7 @@ class ModelReply:
     text: str
     adapter: str
     model: str
+    usage: ModelUsage | None = None  # None: the adapter reports no usage (the deterministic one)
 
 
 class ModelAdapter(Protocol):
