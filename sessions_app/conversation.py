@@ -19,43 +19,26 @@ invented in their place), and a system line says so.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
 
 from django.conf import settings
+from django.db.models import F
 
 from providers_app.model_adapters import SUMMARY_INTENT, ModelAdapter, ModelError, ModelRequest, Prompt
 from providers_app.model_tokens import MESSAGE_OVERHEAD, token_counter
 from tess_site.transactions import connection_release
 
-from . import selectors, stream
+from . import selectors
+from .conversation_items import Item, conversation_items
 from .models import ConversationSummary, Session
 
 KEEP_SHARE = 2  # the newest messages kept verbatim after a summary: at most budget / KEEP_SHARE
 SUMMARY_SHARE = 4  # a summary's text: at most budget / SUMMARY_SHARE
 SUMMARY_INPUT_SHARE = 2  # what a summary is made from: at most budget * SUMMARY_INPUT_SHARE
-HANDOFF_RESULT_CHARS = 300
 
 SUMMARY_LABEL = "## Summary of the earlier conversation (a summary of earlier turns, not their words)\n"
 SUMMARISED_TEXT = "Earlier conversation summarised"
-
-
-class Item(NamedTuple):
-    """One message of the conversation: a turn's text or a line about what happened between turns (a tuple:
-    every answer makes up to a budget's worth of them)."""
-
-    seq: int
-    role: str  # user, assistant, system
-    text: str
-    tokens: int
-
-    def message(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.text}
-
-    def line(self) -> str:
-        who = {"user": "Operator", "assistant": "Tess"}.get(self.role, "Meanwhile")
-        return f"- {who}: {' '.join(self.text.split())}"
 
 
 @dataclass(frozen=True)
@@ -75,51 +58,6 @@ class Conversation:
     tokens: int = 0
     summary: PendingSummary | None = None
     system_lines: list[tuple[str, str]] = field(default_factory=list)  # (code, text)
-
-
-def _between_line(kind: str, body: dict[str, Any]) -> str:
-    status = str(body.get("status") or "")
-    if kind == stream.EventKind.APPROVAL:
-        return f"Approval {body.get('id') or '?'} was {status}."
-    if kind == stream.EventKind.HANDOFF:
-        result = " ".join(str(body.get("result") or "").split())
-        if len(result) > HANDOFF_RESULT_CHARS:
-            result = result[: HANDOFF_RESULT_CHARS - 1] + "…"
-        return f"Hand-off {body.get('id') or '?'} {status}" + (f": {result}" if result else ".")
-    return "The session was terminated." if status == "terminated" else f"The session {status}."
-
-
-def _items(events: Iterator[tuple[int, str, Any]], count: Callable[[str], int]) -> Iterator[Item]:
-    """The conversation's items, newest first; a status line repeated by later status events is one line.
-    (Written flat: every answer reads up to a budget's worth of them, bench/b_prompt.py.)"""
-    turn_in, turn_out, status_kind = (
-        str(stream.EventKind.TURN_IN),
-        str(stream.EventKind.TURN_OUT),
-        str(stream.EventKind.STATUS),
-    )
-    held: Item | None = None  # a status line, given out once the next older line is known to differ
-    for seq, kind, raw in events:
-        body = raw if isinstance(raw, dict) else {}
-        if kind in (turn_in, turn_out):
-            text = body.get("text")
-            if not isinstance(text, str) or not text or text.isspace():
-                continue
-            item = Item(seq, "user" if kind == turn_in else "assistant", text, count(text) + MESSAGE_OVERHEAD)
-        else:
-            line = _between_line(kind, body)
-            item = Item(seq, "system", line, count(line) + MESSAGE_OVERHEAD)
-        if held is not None:
-            if kind == status_kind and item.text == held.text:
-                held = item  # the same end announced again: keep the earliest
-                continue
-            yield held
-            held = None
-        if kind == status_kind:
-            held = item
-        else:
-            yield item
-    if held is not None:
-        yield held
 
 
 def summary_message(text: str) -> dict[str, str]:
@@ -183,11 +121,18 @@ def conversation_build(*, session: Session, adapter: ModelAdapter, budget: int |
     budget = budget or settings.TESS_CONVERSATION_TOKENS
     model = str(getattr(adapter, "model", "") or settings.TESS_MODEL or "")
     count = token_counter(model)
-    latest = selectors.conversation_summary_latest(session_id=session.pk)
+    version, latest = selectors.conversation_head(session_id=session.pk)
     previous = latest.text if latest is not None else ""
     head = [summary_message(previous)] if previous else []
     head_tokens = count(head[0]["content"]) + MESSAGE_OVERHEAD if head else 0
-    items = _items(selectors.conversation_events(session_id=session.pk, after=latest.last_seq if latest else 0), count)
+    items = conversation_items(
+        session_id=session.pk,
+        version=version,
+        after=latest.last_seq if latest else 0,
+        model=model,
+        count=count,
+        budget=budget,
+    )
     newest: list[Item] = []  # newest first
     total = head_tokens
     for item in items:
@@ -256,6 +201,7 @@ def conversation_summary_store(*, session_id: uuid.UUID, pending: PendingSummary
     Session.objects.select_for_update().filter(pk=session_id).values_list("pk", flat=True).get()
     if selectors.conversation_summarised_since(session_id=session_id, last_seq=pending.last_seq):
         return None
+    conversation_changed(session_id=session_id)
     return ConversationSummary.objects.create(
         session_id=session_id,
         first_seq=pending.first_seq,
@@ -268,3 +214,9 @@ def conversation_summary_store(*, session_id: uuid.UUID, pending: PendingSummary
 
 def summarised_line(summary: ConversationSummary) -> str:
     return f"{SUMMARISED_TEXT} (events #{summary.first_seq} to #{summary.last_seq})."
+
+
+def conversation_changed(*, session_id: uuid.UUID) -> None:
+    """Say, in the caller's transaction, that a session's conversation changed other than by new events at
+    its end (a summary stored, events redacted): every process reads it again (``conversation_items``)."""
+    Session.objects.filter(pk=session_id).update(conversation_version=F("conversation_version") + 1)

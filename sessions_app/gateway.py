@@ -62,7 +62,7 @@ from tess_site.errors import (
 )
 from tess_site.scope import Role, Scope
 from tess_site.tool_policy import tool_policy_check
-from tess_site.transactions import connection_release
+from tess_site.transactions import commit_without_flush_wait, connection_release
 
 from . import selectors, stream
 from .conversation import PendingSummary, conversation_build, conversation_summary_store, summarised_line
@@ -161,10 +161,13 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
     actor = scope.actor
     if actor is None:
         raise InvalidInput("A turn belongs to a person.")
-    turns_fail_abandoned()
+    stale = timezone.now() - timedelta(seconds=turn_abandoned_after())
     # Step 1: accept the turn (access, intent) and record it as running, in a short transaction.
     with transaction.atomic():
-        session, had_turn = selectors.access_session_for_turn(scope=scope, session_id=session_id)
+        commit_without_flush_wait()  # it marks the turn running; step 3's commit waits for both (transactions)
+        session, had_turn, abandoned = selectors.access_session_for_turn(
+            scope=scope, session_id=session_id, stale_before=stale
+        )
         scope = scope.for_session(str(session.pk))
         _check_turn(scope, session, text)
         intent = classify(text)
@@ -174,6 +177,8 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
         )
     answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
     try:
+        if abandoned:  # before this turn is written, so a retry finds the failed attempt in the stream first
+            turns_fail_abandoned()
         if answering:
             # Step 2: live state, recall, prompt and model, with no transaction or lock held, and the
             # connection given back before each wait on a provider or the model.
@@ -246,8 +251,9 @@ ABANDONED_TEXT = "Nothing was done: this turn did not finish (the server handlin
 
 def turns_fail_abandoned(*, limit: int = 100) -> int:
     """Write the turns whose process died between accepting and writing them as failed (their ``turn.in``,
-    a ``turn_failed`` line and a ``turn.out`` saying nothing was done) and forget them. Beat runs it; every
-    turn runs it first too, so a retry finds the failed attempt in the stream before its own."""
+    a ``turn_failed`` line and a ``turn.out`` saying nothing was done) and forget them. Beat runs it; a turn
+    whose first step saw such a turn runs it too, so a retry finds the failed attempt in the stream before its
+    own."""
     stale = timezone.now() - timedelta(seconds=turn_abandoned_after())
     if not TurnRun.objects.filter(started_at__lt=stale).exists():
         return 0

@@ -58,7 +58,7 @@ from rest_framework.response import Response
 from tess_site.errors import TessError, envelope
 from tess_site.rows import hot_cursor
 from tess_site.scope import Scope
-from tess_site.transactions import connection_release
+from tess_site.transactions import commit_without_flush_wait, connection_release
 
 from .models import IdempotencyRecord, IdempotencyState
 
@@ -315,6 +315,7 @@ def idempotent_in_steps(method: Handler) -> Handler:
             raise IdempotencyKeyRequired()
         fingerprint = request_fingerprint(request._request)
         with transaction.atomic():
+            commit_without_flush_wait()  # a mark of a request in flight (tess_site.transactions)
             record_id, replay = _begin(scope, key, fingerprint)
             if replay is not None:
                 return replay

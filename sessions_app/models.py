@@ -50,6 +50,10 @@ class Session(models.Model):
     ``agent_state``/``agent_state_since`` are what the pump last announced (with a ``status`` event in
     the same transaction); ``agent_state_seen``/``agent_state_seen_since`` are a newer state the runtime
     shows that has not yet held for the provider's debounce.
+
+    ``conversation_version`` moves whenever the session's conversation changes other than by appending to it
+    (a new summary, a redaction): processes that keep the conversation read so far
+    (``conversation_cache``) read again from scratch when it moved.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -63,6 +67,7 @@ class Session(models.Model):
     cursor = models.CharField(max_length=128, blank=True)
     checkpoint = models.JSONField(default=dict, blank=True)
     last_seq = models.PositiveBigIntegerField(default=0)
+    conversation_version = models.PositiveIntegerField(default=0)
     agent_state = models.CharField(max_length=24, choices=AgentState.choices, default=AgentState.UNKNOWN)
     agent_state_since = models.DateTimeField(null=True, blank=True)
     agent_state_seen = models.CharField(max_length=24, choices=AgentState.choices, blank=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -83,25 +83,34 @@ def access_session(*, scope: Scope, session_id: object) -> Session:
 
 _TURN_SESSION = f"""
     SELECT {rows.columns(Session, "s")},
-           EXISTS (SELECT 1 FROM {SessionEvent._meta.db_table} e WHERE e.session_id = s.id AND e.kind = %s)
+           EXISTS (SELECT 1 FROM {SessionEvent._meta.db_table} e WHERE e.session_id = s.id AND e.kind = %s),
+           EXISTS (SELECT 1 FROM {TurnRun._meta.db_table} t WHERE t.started_at < %s)
       FROM {Session._meta.db_table} s
      WHERE s.tenant_id = %s AND s.id = %s
 """  # noqa: S608 (table and column names are the models')
 
 
-def access_session_for_turn(*, scope: Scope, session_id: object) -> tuple[Session, bool]:
-    """``access_session`` for the gateway, with whether the session has had a turn yet: one query, written
-    as SQL on PostgreSQL because every turn makes it (bench/b_turns.py)."""
+class TurnSession(NamedTuple):
+    session: Session
+    had_turn: bool  # the session has had a turn before
+    abandoned: bool  # some turn anywhere started before ``stale_before`` and is still running
+
+
+def access_session_for_turn(*, scope: Scope, session_id: object, stale_before: datetime) -> TurnSession:
+    """``access_session`` for the gateway, with whether the session has had a turn yet and whether any turn
+    is running since before ``stale_before``: one query, written as SQL on PostgreSQL because every turn makes
+    it (bench/b_turns.py)."""
     pk = _parse_id(session_id)
     if connection.vendor != "postgresql":
         turns = SessionEvent.objects.filter(session=OuterRef("pk"), kind=EventKind.TURN_IN)
         found = Session.objects.annotate(had_turn=Exists(turns)).filter(tenant=scope.tenant, pk=pk).order_by().first()
-        return _visible(scope, found, pk), bool(getattr(found, "had_turn", False))
+        abandoned = TurnRun.objects.filter(started_at__lt=stale_before).exists()
+        return TurnSession(_visible(scope, found, pk), bool(getattr(found, "had_turn", False)), abandoned)
     with rows.hot_cursor() as cursor:
-        cursor.execute(_TURN_SESSION, [EventKind.TURN_IN.value, scope.tenant.pk, pk])
+        cursor.execute(_TURN_SESSION, [EventKind.TURN_IN.value, stale_before, scope.tenant.pk, pk])
         row = cursor.fetchone()
-    session = rows.instance(Session, row[:-1]) if row is not None else None
-    return _visible(scope, session, pk), bool(row is not None and row[-1])
+    session = rows.instance(Session, row[:-2]) if row is not None else None
+    return TurnSession(_visible(scope, session, pk), bool(row is not None and row[-2]), bool(row and row[-1]))
 
 
 def _visible(scope: Scope, session: Session | None, pk: uuid.UUID) -> Session:
@@ -282,6 +291,34 @@ def conversation_summary_latest(*, session_id: uuid.UUID) -> ConversationSummary
         cursor.execute(_LATEST_SUMMARY, [session_id])
         row = cursor.fetchone()
     return rows.instance(ConversationSummary, row) if row is not None else None
+
+
+_CONVERSATION_HEAD = f"""
+    SELECT s.conversation_version, {rows.columns(ConversationSummary, "c")}
+      FROM {Session._meta.db_table} s
+      LEFT JOIN LATERAL (
+           SELECT * FROM {ConversationSummary._meta.db_table} c
+            WHERE c.session_id = s.id
+            ORDER BY c.last_seq DESC
+            LIMIT 1
+      ) c ON true
+     WHERE s.id = %s
+"""  # noqa: S608 (table and column names are the models')
+
+
+def conversation_head(*, session_id: uuid.UUID) -> tuple[int, ConversationSummary | None]:
+    """An already-authorized session's ``conversation_version`` and newest conversation summary, if any, in one
+    query (every answer reads them)."""
+    if connection.vendor != "postgresql":
+        version = Session.objects.filter(pk=session_id).values_list("conversation_version", flat=True).get()
+        return version, conversation_summary_latest(session_id=session_id)
+    with rows.hot_cursor() as cursor:
+        cursor.execute(_CONVERSATION_HEAD, [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("No such session.")
+    summary = rows.instance(ConversationSummary, row[1:]) if row[1] is not None else None
+    return int(row[0]), summary
 
 
 def conversation_summarised_since(*, session_id: uuid.UUID, last_seq: int) -> bool:

@@ -175,6 +175,8 @@ TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1
 TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
 # Tokens of a session's earlier conversation each prompt carries; older turns are summarised beyond it.
 TESS_CONVERSATION_TOKENS = conversation_tokens(os.environ)
+# Sessions whose conversation read so far each process keeps, to read only what is new at the next turn.
+TESS_CONVERSATION_CACHE_SESSIONS = env_int("TESS_CONVERSATION_CACHE_SESSIONS", 256, minimum=0, maximum=100_000)
 TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")
 
 # --- REST API -------------------------------------------------------------------------------------
