@@ -8,6 +8,12 @@ The production tier (``bench/topology.py``: gunicorn and daphne from their units
 ``BENCH_MODEL_PROBE_SECONDS`` (10): idle, then while 32 clients keep a turn each in flight (closed loop: a new
 turn as soon as one answers). Meanwhile ``pg_stat_activity`` is sampled for this database.
 
+The 32 turns are sent spread over the model's time (turn ``i`` after ``i / 32`` of it), so that they keep
+arriving and finishing at an even rate, as a fleet's operators' turns do; sent at the same instant, a closed
+loop keeps them in step for the whole run, and every 2 s the servers have 32 answers to write at once (about
+half a second of both cores here), which the probes would wait behind whatever the serving design. That herd
+is measured too, as a figure without a target (``BENCH_MODEL_HERD=0`` leaves it out).
+
 Targets: each probe's p95 during the turns at most 2x its idle p95 (a turn waiting on the model holds a
 gunicorn thread, so the threads must outnumber the waiting turns: ``TESS_WEB_THREADS``, see the README); and
 no more PostgreSQL connections than the pools may hold ((workers + daphne) x ``TESS_DB_POOL_MAX``), however
@@ -31,6 +37,7 @@ from tests.providers_app.chat_standin import ChatStandIn
 MODEL_SECONDS = float(os.environ.get("BENCH_MODEL_SECONDS", "2"))
 PROBE_SECONDS = float(os.environ.get("BENCH_MODEL_PROBE_SECONDS", "10"))
 WEB_THREADS = os.environ.get("BENCH_MODEL_WEB_THREADS", "")
+HERD = os.environ.get("BENCH_MODEL_HERD", "1") != "0"
 TURNS = 32
 PROBE_EVERY = 0.05
 PROBES = {"GET /healthz": "/healthz", "GET sessions list": "/api/v1/sessions/"}
@@ -62,8 +69,9 @@ async def _probes(url: str, token: str, seconds: float, errors: list[str]) -> di
 
 
 async def _turns(
-    url: str, token: str, session_id: str, stop: asyncio.Event, out: list[float], errors: list[str]
+    url: str, token: str, session_id: str, stop: asyncio.Event, out: list[float], errors: list[str], delay: float
 ) -> None:
+    await asyncio.sleep(delay)
     async with _client(url, token) as client:
         while not stop.is_set():
             started = time.perf_counter()
@@ -81,27 +89,34 @@ Probed = dict[str, list[float]]
 
 
 async def _while_turns_wait(
-    url: str, token: str, sessions: list[str], seconds: float, errors: list[str]
+    url: str, token: str, sessions: list[str], seconds: float, errors: list[str], *, spread: bool = True
 ) -> tuple[Probed, list[float]]:
-    """Probe for ``seconds`` with TURNS turns in flight all along; the probes and every turn's time (ms)."""
+    """Probe for ``seconds`` with TURNS turns in flight all along (sent spread over the model's time, or all at
+    once); the probes and every turn's time (ms)."""
     stop, turns = asyncio.Event(), list[float]()
     waiting = [
-        asyncio.create_task(_turns(url, token, sessions[i % len(sessions)], stop, turns, errors)) for i in range(TURNS)
+        asyncio.create_task(
+            _turns(url, token, sessions[i % len(sessions)], stop, turns, errors, MODEL_SECONDS * i / TURNS * spread)
+        )
+        for i in range(TURNS)
     ]
-    await asyncio.sleep(0.5)  # every turn sent and waiting on the model
+    await asyncio.sleep(MODEL_SECONDS * spread + 0.5)  # every turn sent and waiting on the model
     busy = await _probes(url, token, seconds, errors)
     stop.set()
     await asyncio.gather(*waiting)
     return busy, turns
 
 
-async def _measure(url: str, token: str, sessions: list[str]) -> tuple[Probed, Probed, list[float], list[str]]:
+async def _measure(
+    url: str, token: str, sessions: list[str]
+) -> tuple[Probed, Probed, Probed | None, list[float], list[str]]:
     errors: list[str] = []
     # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
     await _while_turns_wait(url, token, sessions, 2.0, errors)
     idle = await _probes(url, token, PROBE_SECONDS, errors)
     busy, turns = await _while_turns_wait(url, token, sessions, PROBE_SECONDS, errors)
-    return idle, busy, turns, errors
+    herd = (await _while_turns_wait(url, token, sessions, PROBE_SECONDS, errors, spread=False))[0] if HERD else None
+    return idle, busy, herd, turns, errors
 
 
 def run() -> list[Row]:
@@ -111,7 +126,7 @@ def run() -> list[Row]:
     threads = {"TESS_WEB_THREADS": WEB_THREADS} if WEB_THREADS else {}
     try:
         with production_tier("model", **model, **threads) as tier, BackendSampler() as sampler:
-            idle, busy, turns, errors = asyncio.run(_measure(tier.url, token, sessions))
+            idle, busy, herd, turns, errors = asyncio.run(_measure(tier.url, token, sessions))
             capacity = tier.pool_capacity
     finally:
         standin.stop()
@@ -128,10 +143,17 @@ def run() -> list[Row]:
             percentile(idle[name], 0.95), percentile(busy[name], 0.95), unit="ms", at_most=2.0)
         for name in PROBES
     ]  # fmt: skip
+    if herd is not None:
+        rows += [
+            Row(f"fleet model: {name} p95, {TURNS} turns sent at once", f"{name} p95, idle",
+                percentile(idle[name], 0.95), percentile(herd[name], 0.95), unit="ms")
+            for name in PROBES
+        ]  # fmt: skip
     rows.append(
         Row(f"fleet model: DB backends, {TURNS} turns waiting", "what the pools hold", capacity, sampler.most,
             unit="", at_most=1.0)
     )  # fmt: skip
-    rows.append(Row("fleet model: errors", "requests made", sum(map(len, [*idle.values(), *busy.values(), turns])),
+    made = [*idle.values(), *busy.values(), *(herd.values() if herd else ()), turns]
+    rows.append(Row("fleet model: errors", "requests made", sum(map(len, made)),
                     len(errors), unit="", at_most=0.0))  # fmt: skip
     return rows

@@ -1,10 +1,12 @@
 """The production web tier for the benchmarks: gunicorn and daphne from their units, behind real nginx.
 
-Each node is the pair a production machine runs, ``tess-web.service`` (gunicorn) and ``tess-ws.service``
-(daphne), started the way their units start them under ``tess_site.settings.prod`` (the suite's
-``tests/tess_site/production.py`` reads the units; this reuses it). One nginx, ``deploy/nginx/tess.conf``
-rendered for free ports, sends ``/ws/`` to every node's daphne and the rest to every node's gunicorn (its
-upstreams list all nodes, as a proxy in front of several machines would). Clients use ``url``, the one origin.
+Each node is what a production machine serves with, ``tess-web.service`` (gunicorn), ``tess-turns.service``
+(the same gunicorn for turns, at its lower CPU priority) and ``tess-ws.service`` (daphne), started the way their
+units start them under ``tess_site.settings.prod`` (the suite's ``tests/tess_site/production.py`` reads the
+units; this reuses it). One nginx, ``deploy/nginx/tess.conf`` rendered for free ports, sends ``/ws/`` to every
+node's daphne, turns to every node's turn server and the rest to every node's gunicorn (its upstreams list all
+nodes, as a proxy in front of several machines would). Clients use ``url``, the one origin.
+``BENCH_TURNS_NICE`` runs the turn servers at another priority than their unit's, to compare.
 
 The servers use this run's database and Redis (the credential files the units are handed name them). Beside the
 units' own defaults the benchmarks change only what a benchmark needs: ``ALLOWED_HOSTS`` also takes the
@@ -14,6 +16,7 @@ requests), and what each benchmark passes (the model adapter, gunicorn's threads
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -40,6 +43,7 @@ from tests.tess_site.production import (
     render_nginx,
     values,
 )
+from tests.tess_site.test_deploy import unit_command
 
 UNLIMITED = {key: "1000000/min" for key in UNTHROTTLED}
 
@@ -50,6 +54,8 @@ class Node:
     ws: Child  # daphne
     http_port: int
     ws_port: int
+    turns: Child  # gunicorn, the turn server
+    turns_port: int
 
 
 @dataclass
@@ -65,17 +71,19 @@ class Production:
         return f"http://127.0.0.1:{self.port}"
 
     def children(self) -> list[Child]:
-        return [c for node in self.nodes for c in (node.web, node.ws)] + ([self.proxy] if self.proxy else [])
+        servers = [c for node in self.nodes for c in (node.web, node.turns, node.ws)]
+        return servers + ([self.proxy] if self.proxy else [])
 
     @property
     def pool_capacity(self) -> int:
-        """The most PostgreSQL connections the serving processes' pools may hold: (workers + daphne) x max, per node."""
+        """The most PostgreSQL connections the serving processes' pools may hold: (2 gunicorns' workers + daphne)
+        x max, per node."""
         from tess_site import gunicorn_conf
         from tess_site.settings.derived import POOL_MAX_DEFAULT
 
         workers = int(self.settings.get("TESS_WEB_WORKERS", gunicorn_conf.workers))
         pool_max = int(self.settings.get("TESS_DB_POOL_MAX", POOL_MAX_DEFAULT))
-        return len(self.nodes) * (workers + 1) * pool_max
+        return len(self.nodes) * (2 * workers + 1) * pool_max
 
     def stop(self) -> None:
         for child in reversed(self.children()):
@@ -83,7 +91,8 @@ class Production:
 
 
 def start_production(directory: Path, *, nodes: int = 1, **overrides: str) -> Production:
-    """``nodes`` gunicorn + daphne pairs from the units, behind one nginx; stop it with ``stop()``."""
+    """``nodes`` machines of gunicorn (tess-web, tess-turns) and daphne from the units, behind one nginx; stop it
+    with ``stop()``."""
     if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
         raise RuntimeError("the benchmarks on the production tier need nginx (deploy/nginx/tess.conf runs in front)")
     directory.mkdir(parents=True, exist_ok=True)
@@ -95,21 +104,36 @@ def start_production(directory: Path, *, nodes: int = 1, **overrides: str) -> Pr
         for i in range(nodes):
             home = directory / f"node{i}"
             (home / "ws").mkdir(parents=True, exist_ok=True)
-            http_port, ws_port = free_port(), free_port()
+            (home / "turns").mkdir(parents=True, exist_ok=True)
+            http_port, ws_port, turns_port = free_port(), free_port(), free_port()
             node_settings = {"TESS_VAR_DIR": str(home / "var"), **settings}
             web_env = _unit_env("tess-web.service", home, TESS_BIND_PORT=str(http_port), **node_settings)
             ws_env = _unit_env("tess-ws.service", home / "ws", TESS_WS_BIND_PORT=str(ws_port), **node_settings)
+            turns_env = _unit_env(
+                "tess-turns.service", home / "turns", TESS_TURNS_BIND_PORT=str(turns_port), **node_settings
+            )
             web = Child(_command(web_start, web_env), web_env, home / "tess-web.log")
             ws = Child(_command(ws_start, ws_env), ws_env, home / "tess-ws.log")
-            production.nodes.append(Node(web, ws, http_port, ws_port))
+            command = unit_command("tess-turns.service", turns_env)
+            if os.environ.get("BENCH_TURNS_NICE") and command[0] == "nice":
+                command[2] = os.environ["BENCH_TURNS_NICE"]
+            turns = Child(command, turns_env, home / "tess-turns.log")
+            production.nodes.append(Node(web, ws, http_port, ws_port, turns, turns_port))
         for node in production.nodes:
             _wait_until_it_answers(node.web, node.http_port, 120)
             _wait_until_it_answers(node.ws, node.ws_port, 120)
+            _wait_until_it_answers(node.turns, node.turns_port, 120)
         first = production.nodes[0]
-        conf = render_nginx(directory / "nginx", port=production.port, http_port=first.http_port, ws_port=first.ws_port)
+        conf = render_nginx(
+            directory / "nginx",
+            port=production.port,
+            http_port=first.http_port,
+            ws_port=first.ws_port,
+            turns_port=first.turns_port,
+        )
         site = conf.parent / "tess.conf"
         text = site.read_text()
-        for kind in ("http", "ws"):
+        for kind in ("http", "ws", "turns"):
             servers = "\n".join(f"    server 127.0.0.1:{getattr(n, f'{kind}_port')};" for n in production.nodes)
             old = f"    server 127.0.0.1:{getattr(first, f'{kind}_port')};"
             text = text.replace(old, servers, 1)

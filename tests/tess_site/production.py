@@ -28,7 +28,7 @@ from django.conf import settings as django_settings
 
 from tests.conftest import require_or_skip
 from tests.tess_site.children import ROOT, Child, free_port
-from tests.tess_site.test_deploy import DEPLOY, SYSTEMD, _command, _unit_env, values
+from tests.tess_site.test_deploy import DEPLOY, SYSTEMD, _command, _unit_env, unit_command, values
 from tests.waiting import wait_for
 
 HOST = "tess.example.com"  # ALLOWED_HOSTS in deploy/tess.env.example
@@ -59,14 +59,17 @@ class ProductionWeb:
     ws_port: int  # daphne, directly
     credentials: Path  # the secrets the units were handed (LoadCredential=), one file each
     directory: Path
+    turns_child: Child | None = None  # tess-turns: gunicorn, when started (else turns go to tess-web)
+    turns_port: int | None = None
 
     def secret(self, name: str) -> str:
         return (self.credentials / name).read_text().strip()
 
     def log_lines(self) -> list[str]:
         """Every line every process of the tier wrote: both servers' journals and nginx's logs, whole."""
-        logs = [self.child.log_path, self.ws_child.log_path, self.proxy.log_path, *self.directory.glob("nginx/*.log")]
-        for child in (self.child, self.ws_child, self.proxy):
+        children = [self.child, self.ws_child, self.proxy, *([self.turns_child] if self.turns_child else [])]
+        logs = [*(child.log_path for child in children), *self.directory.glob("nginx/*.log")]
+        for child in children:
             child.output()  # flushes
         return [line for path in logs if path.exists() for line in path.read_text(errors="replace").splitlines()]
 
@@ -87,11 +90,13 @@ def _once(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def render_nginx(directory: Path, *, port: int, http_port: int, ws_port: int) -> Path:
-    """``deploy/nginx/tess.conf`` for this test: its ports, no TLS, logs and temporary files under ``directory``."""
+def render_nginx(directory: Path, *, port: int, http_port: int, ws_port: int, turns_port: int | None = None) -> Path:
+    """``deploy/nginx/tess.conf`` for this test: its ports, no TLS, logs and temporary files under ``directory``.
+    Without a turn server (``turns_port``), turns go to gunicorn's ``http_port`` like every other request."""
     directory.mkdir(parents=True, exist_ok=True)
     conf = NGINX_CONF.read_text()
     conf = _once(conf, "server 127.0.0.1:8000;", f"server 127.0.0.1:{http_port};")
+    conf = _once(conf, "server 127.0.0.1:8002;", f"server 127.0.0.1:{turns_port or http_port};")
     conf = _once(conf, "server 127.0.0.1:8001;", f"server 127.0.0.1:{ws_port};")
     conf = _once(conf, "    listen 443 ssl http2;\n", f"    listen 127.0.0.1:{port};\n")
     conf = _once(conf, "    listen 80;\n", f"    listen 127.0.0.1:{free_port()};\n")
@@ -128,7 +133,11 @@ def _nginx() -> str:
     return found
 
 
-def start_production_web(start_child: Callable[..., Child], directory: Path, **overrides: str) -> ProductionWeb:
+def start_production_web(
+    start_child: Callable[..., Child], directory: Path, *, turns: bool = False, **overrides: str
+) -> ProductionWeb:
+    """The tier behind nginx; with ``turns``, the turn server (tess-turns.service) too, which nginx sends turns
+    to (without it they go to tess-web, which serves them as well)."""
     nginx = _nginx()
     port, http_port, ws_port = free_port(), free_port(), free_port()
     directory.mkdir(parents=True, exist_ok=True)
@@ -143,12 +152,24 @@ def start_production_web(start_child: Callable[..., Child], directory: Path, **o
     (ws_start,) = values(SYSTEMD / "tess-ws.service", "ExecStart")
     web = start_child("tess-web", _command(web_start, web_env), web_env)
     ws = start_child("tess-ws", _command(ws_start, ws_env), ws_env)
+    turns_child, turns_port = None, None
+    if turns:
+        turns_port = free_port()
+        (directory / "turns").mkdir(exist_ok=True)
+        turns_env = _unit_env(
+            "tess-turns.service", directory / "turns", TESS_TURNS_BIND_PORT=str(turns_port), **settings
+        )
+        turns_child = start_child("tess-turns", unit_command("tess-turns.service", turns_env), turns_env)
     _wait_until_it_answers(web, http_port, 60)
     _wait_until_it_answers(ws, ws_port, 60)
-    conf = render_nginx(directory / "nginx", port=port, http_port=http_port, ws_port=ws_port)
+    if turns_child is not None and turns_port is not None:
+        _wait_until_it_answers(turns_child, turns_port, 60)
+    conf = render_nginx(directory / "nginx", port=port, http_port=http_port, ws_port=ws_port, turns_port=turns_port)
     proxy = start_child("nginx", [nginx, "-p", str(directory / "nginx"), "-c", str(conf), "-e", "stderr"], {})
     _wait_until_it_answers(proxy, port, 30)
-    return ProductionWeb(web, ws, proxy, port, http_port, ws_port, directory / "credentials", directory)
+    return ProductionWeb(
+        web, ws, proxy, port, http_port, ws_port, directory / "credentials", directory, turns_child, turns_port
+    )
 
 
 def _wait_until_it_answers(child: Child, port: int, timeout: float) -> None:

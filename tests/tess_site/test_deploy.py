@@ -28,7 +28,7 @@ from tests.waiting import wait_for
 
 DEPLOY = ROOT / "deploy"
 SYSTEMD = DEPLOY / "systemd"
-UNITS = ["tess-web.service", "tess-ws.service", "tess-worker.service", "tess-beat.service"]
+UNITS = ["tess-web.service", "tess-turns.service", "tess-ws.service", "tess-worker.service", "tess-beat.service"]
 REQUIRED_CREDENTIALS = {
     "secret_key": "SECRET_KEY_FILE",
     "database_url": "DATABASE_URL_FILE",
@@ -157,6 +157,13 @@ def _command(line: str, env: dict[str, str]) -> list[str]:
     return shlex.split(expanded)
 
 
+def unit_command(unit: str, env: dict[str, str]) -> list[str]:
+    """The unit's ExecStart as its process runs it: expanded, and at the unit's CPU priority (``Nice=``)."""
+    (start,) = values(SYSTEMD / unit, "ExecStart")
+    nice = values(SYSTEMD / unit, "Nice")
+    return [*(["nice", "-n", nice[0]] if nice else []), *_command(start, env)]
+
+
 def _get(port: int, path: str, **headers: str) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
@@ -251,6 +258,6 @@ def test_the_target_starts_every_unit():
 @pytest.mark.parametrize("unit", ["tess-worker.service", "tess-beat.service"])
 def test_only_the_units_that_serve_requests_keep_a_connection_pool(unit, tmp_path):
     assert _unit_env(unit, tmp_path)["TESS_DB_POOL"] == "0"
-    for serving in ("tess-web.service", "tess-ws.service"):
+    for serving in ("tess-web.service", "tess-turns.service", "tess-ws.service"):
         (tmp_path / serving).mkdir()
         assert "TESS_DB_POOL" not in _unit_env(serving, tmp_path / serving)

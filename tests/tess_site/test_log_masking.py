@@ -85,7 +85,7 @@ def test_a_whole_approval_flow_under_production_logging_leaves_no_live_token_in_
     tmp_path, cast, token_for, settings, start_child: Callable[..., Child]
 ):
     mail = {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend", "EMAIL_FILE_PATH": str(tmp_path)}
-    web = start_production_web(start_child, tmp_path / "web", **mail)
+    web = start_production_web(start_child, tmp_path / "web", turns=True, **mail)
     port, child = web.port, web.child
     type(cast.approver).objects.filter(pk=cast.approver.pk).update(email="approver@example.com")
     owner_token, approver_token = token_for(cast.owner), token_for(cast.approver)
