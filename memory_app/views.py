@@ -17,8 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals_app.card_selectors import card_get, cards_visible
 from approvals_app.cards import Unavailable, card_confirm, card_dismiss
-from tess_site.accounts.scopes import scope_for_credential
-from tess_site.context import get_correlation_id
+from tess_site.accounts.scopes import scope_for_page
 from tess_site.errors import TessError
 from tess_site.scope import Scope
 
@@ -118,15 +117,6 @@ def category_sections(categories: list[dict[str, Any]], rows: list[dict[str, Any
     return sections
 
 
-def _scope(request: HttpRequest) -> Scope | None:
-    return scope_for_credential(
-        user=request.user,
-        auth=None,
-        session=request.session,
-        correlation_id=getattr(request, "correlation_id", None) or get_correlation_id(),
-    )
-
-
 def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
     base = {**admin.site.each_context(request), "title": "Your memory"}
     response = render(request, template, {**base, **context}, status=status)
@@ -173,7 +163,7 @@ def _disclosure(
 
 @require_GET
 def disclosure(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     return _disclosure(request, scope)
@@ -181,7 +171,7 @@ def disclosure(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def propose(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     data = {key: request.POST[key] for key in PROPOSAL_FIELDS if request.POST.get(key)}
@@ -194,7 +184,7 @@ def propose(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def card_page(request: HttpRequest, card_id: UUID) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     try:
@@ -205,7 +195,7 @@ def card_page(request: HttpRequest, card_id: UUID) -> HttpResponse:
 
 
 def _decide(request: HttpRequest, card_id: UUID, *, confirm: bool) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_for_page(request)
     if scope is None:
         return _not_a_member(request)
     try:

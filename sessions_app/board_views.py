@@ -11,8 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from tess_site.accounts.scopes import scope_for_credential
-from tess_site.context import get_correlation_id
+from tess_site.accounts.scopes import scope_for_page
 
 from .board import AGENT_STATES, BoardFilters, board_owners, board_page, board_providers, board_row
 
@@ -33,12 +32,7 @@ def _filters(request: HttpRequest) -> BoardFilters:
 @never_cache
 @require_GET
 def board(request: HttpRequest) -> HttpResponse:
-    scope = scope_for_credential(
-        user=request.user,
-        auth=None,
-        session=request.session,
-        correlation_id=getattr(request, "correlation_id", None) or get_correlation_id(),
-    )
+    scope = scope_for_page(request)
     if scope is None:
         refused = {**admin.site.each_context(request), "title": "Fleet board"}
         return render(request, "memory/not_member.html", refused, status=403)
