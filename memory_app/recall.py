@@ -13,12 +13,13 @@ that memory could not be read and answers without it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from tess_site.refs import resolve_many
 from tess_site.rows import hot_cursor
@@ -76,7 +77,7 @@ def render(rows: list[RecallRow]) -> tuple[str, list[RecallRow]]:
 # raw floor (bench/b_memory.py); the rows are validated in Python exactly like every other load.
 _RECALL_SQL = """
     SELECT sw.enabled, m.id, m.memory_id, m.category, m.slot, m.value, m.canonical, m.ref, m.revision,
-           m.predecessor_revision, m.salience, m.expires_at
+           m.predecessor_revision, m.salience, m.expires_at, m.last_used_at
       FROM (SELECT COALESCE((SELECT enabled FROM memory_app_memoryswitch WHERE id = 1), TRUE) AS enabled) sw
       LEFT JOIN memory_app_operatormemory m
         ON sw.enabled AND m.tenant_id = %s AND m.operator_id = %s AND (m.expires_at IS NULL OR m.expires_at > %s)
@@ -99,6 +100,7 @@ class RecallRow:
     predecessor_revision: int | None
     salience: int
     expires_at: object
+    last_used_at: datetime | None = None
 
 
 # The rows stay locked until the turn commits. Another turn of the same operator recalling them meanwhile
@@ -118,7 +120,26 @@ def _load(scope: Scope, now: datetime) -> tuple[bool, list[RecallRow]]:
         cursor.execute(_RECALL_SQL, params)
         fetched = cursor.fetchall()
     enabled = bool(fetched[0][0])
-    return enabled, [RecallRow(*row[1:]) for row in fetched if row[1] is not None]
+    rows = [RecallRow(*row[1:]) for row in fetched if row[1] is not None]
+    if connection.vendor != "postgresql":  # SQLite hands raw SQL its datetimes as text
+        rows = [replace(row, last_used_at=_as_datetime(row.last_used_at)) for row in rows]
+    return enabled, rows
+
+
+def _as_datetime(value: object) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    parsed = parse_datetime(str(value))
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, UTC)
+    return parsed
+
+
+def _stale(rows: list[RecallRow], now: datetime) -> list[RecallRow]:
+    """The rows whose recorded last use is older than ``TESS_MEMORY_LAST_USE_SECONDS`` (or absent): last use
+    is kept to that resolution, so an operator's notes recalled turn after turn are not rewritten every turn."""
+    since = now - timedelta(seconds=settings.TESS_MEMORY_LAST_USE_SECONDS)
+    return [row for row in rows if row.last_used_at is None or row.last_used_at <= since]
 
 
 def _mark_used(rows: list[RecallRow], now: datetime) -> None:
@@ -136,8 +157,9 @@ def recall_for_prompt(scope: Scope) -> Recall:
     """At most 8 active notes of the turn's operator, by salience then recency, rendered and marked used.
 
     Rows failing validation are reported and left out; a pin whose reference no longer resolves is skipped.
-    Only the rows rendered get ``last_used_at`` advanced, and never by waiting: a row another turn holds
-    locked is left to that turn to mark.
+    Only the rows rendered get ``last_used_at`` advanced, to the resolution of
+    ``TESS_MEMORY_LAST_USE_SECONDS``, and never by waiting: a row another turn holds locked is left to that turn
+    to mark.
     """
     off = Recall(block="", recalled_count=0, memory_scope="session")
     if not (settings.TESS_OPERATOR_MEMORY and scope.actor is not None and scope.has_role(Role.OPERATOR)):
@@ -157,8 +179,9 @@ def recall_for_prompt(scope: Scope) -> Recall:
     readable = resolve_many(scope, pins) if pins else set()
     chosen = [row for row in valid if not row.ref or row.ref in readable][:RECALL_MAX_ROWS]
     block, used = render(chosen)
-    if used:
-        _mark_used(used, now)
+    stale = _stale(used, now)
+    if stale:
+        _mark_used(stale, now)
     return Recall(
         block=block,
         recalled_count=len(used),

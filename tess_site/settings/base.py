@@ -362,6 +362,8 @@ if TESS_DEMO_SESSION:
 TESS_MEMORY_PLUGIN: dict[str, Any] = _json.loads(
     env_str("TESS_MEMORY_PLUGIN", "") or '{"active": "default", "instances": {"default": {"kind": "orm"}}}'
 )
+# How fresh a note's recorded last use is kept: recall rewrites it when it is older than this (seconds).
+TESS_MEMORY_LAST_USE_SECONDS = env_int("TESS_MEMORY_LAST_USE_SECONDS", 60, minimum=0, maximum=86_400)
 TESS_MEMORY_STARTUP_MAX_ITEMS = env_int("TESS_MEMORY_STARTUP_MAX_ITEMS", 8, minimum=1, maximum=50)
 TESS_MEMORY_STARTUP_MAX_CHARS = env_int("TESS_MEMORY_STARTUP_MAX_CHARS", 4000, minimum=200, maximum=32000)
 # Extra redaction patterns for captures, name → regex (JSON), on top of the built-in secret shapes.

@@ -197,3 +197,23 @@ def test_reauthorizing_an_old_note_makes_it_recent_again(cast, owner_scope, reme
     lines = recall_for_prompt(owner_scope).block.splitlines()
     assert "- [preference, fallible] preference 0" in lines
     assert "- [preference, fallible] preference 1" not in lines
+
+
+def test_last_use_is_kept_to_its_resolution_so_every_turn_does_not_rewrite_the_notes(cast, owner_scope, remember):
+    remember("a note recalled turn after turn")
+    recall_for_prompt(owner_scope)
+    first = OperatorMemory.objects.get().last_used_at
+    assert first is not None
+
+    recall_for_prompt(owner_scope)  # within TESS_MEMORY_LAST_USE_SECONDS of the last mark: left as it is
+    assert OperatorMemory.objects.get().last_used_at == first
+
+    earlier = first - timedelta(seconds=61)
+    OperatorMemory.objects.update(last_used_at=earlier)
+    recall_for_prompt(owner_scope)  # older than the resolution: recall marks it again
+    assert OperatorMemory.objects.get().last_used_at > first
+
+    with override_settings(TESS_MEMORY_LAST_USE_SECONDS=0):
+        marked = OperatorMemory.objects.get().last_used_at
+        recall_for_prompt(owner_scope)
+        assert OperatorMemory.objects.get().last_used_at > marked
