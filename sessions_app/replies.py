@@ -5,7 +5,9 @@ cost one channel-layer message each), and whatever is left when the model finish
 durable ``turn.out``. Nothing here is stored in the database; a frame that is lost costs only the growing
 text, since ``turn.out`` carries the whole reply. The text so far is also kept in the cache (Redis in
 production, shared by every node) while the turn runs, so a client that connects mid-reply is sent it as
-one piece from offset 0 (``replies_partial``) before the pieces that follow.
+one piece from offset 0 (``replies_partial``) before the pieces that follow. A turn being answered announces
+itself with an empty piece at offset 0 (``start``) as soon as it thinks, so clients know its ``turn_id``
+(the thinking state, Stop) before the model's first word.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ class ReplyDeltas:
         self.text = ""
         self.pending: list[str] = []
         self.last = 0.0
+
+    def start(self) -> None:
+        """Say the turn is being answered: an empty piece at offset 0, before the model's first, so every client
+        can show that Tess is thinking and offer Stop for this ``turn_id``."""
+        cache.set(_partial_key(self.turn_id), "", timeout=_partial_seconds())
+        events.send_reply_delta(self.session_id, dict(stream.turn_delta_body(turn_id=self.turn_id, offset=0, text="")))
 
     def __call__(self, piece: str) -> None:
         self.pending.append(piece)
@@ -70,6 +78,6 @@ def replies_partial(*, session_id: uuid.UUID) -> list[dict[str, object]]:
     bodies: list[dict[str, object]] = []
     for turn_id in running:
         text = found.get(_partial_key(turn_id))
-        if isinstance(text, str) and text:
+        if isinstance(text, str):  # empty: the turn is being answered, nothing written yet
             bodies.append(dict(stream.turn_delta_body(turn_id=turn_id, offset=0, text=text)))
     return bodies
