@@ -2,9 +2,9 @@
 
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
-``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds`` (``finished`` is
-set once a streamed answer is complete); anything else answers ``stand-in answer to: <the last user message>``,
-streamed as server-sent events when asked. Every request body is kept in ``requests``.
+``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds``, after
+``think_seconds`` of silence (``finished`` is set once a streamed answer is complete); anything else answers
+``stand-in answer to: <the last user message>``, streamed as server-sent events when asked. Every request body is kept in ``requests``.
 
 While it holds or drips an answer it watches the connection: a client that closes it (a stopped turn) is
 counted in ``closed`` (and ``closed_event`` set), and the answer ends there. ``first_tokens`` holds the
@@ -35,10 +35,13 @@ class _Server(ThreadingHTTPServer):
 
 
 class ChatStandIn:
-    def __init__(self, slow_seconds: float = 3.0, drip_seconds: float = 0.2, port: int = 0) -> None:
+    def __init__(
+        self, slow_seconds: float = 3.0, drip_seconds: float = 0.2, port: int = 0, think_seconds: float = 0.0
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         self.slow_seconds = slow_seconds
         self.drip_seconds = drip_seconds
+        self.think_seconds = think_seconds  # a drip answer's silence before its first word (headers sent)
         self.finished = threading.Event()
         self.release = threading.Event()
         self.closed = 0  # answers whose client closed the connection before the answer's end
@@ -117,6 +120,8 @@ class ChatStandIn:
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()
         words = text.split(" ")
+        if model == "drip" and self.think_seconds and self._closed_by_client(handler, self.think_seconds):
+            return
         for i, word in enumerate(words):
             if model == "drip" and i and self._closed_by_client(handler, self.drip_seconds):
                 return
