@@ -72,7 +72,8 @@ def test_ask_prints_the_reply_as_it_is_written(cast, tess):
     session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("owner")
     asking = tess.popen("ask", str(session.pk), TEXT)
-    out = Reader(asking.stdout)  # type: ignore[arg-type]
+    assert asking.stdout is not None
+    out = Reader(asking.stdout)
     assert wait_for(lambda: "stand-in answer" in out.text, timeout=60)
     assert not DRIP.finished.is_set()  # printed while the model was still writing
     assert asking.wait(timeout=60) == 0, asking.stderr.read() if asking.stderr else ""
@@ -86,7 +87,8 @@ def test_ctrl_c_stops_the_turn(cast, tess):
     session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
     tess.login("owner")
     asking = tess.popen("ask", str(session.pk), TEXT)
-    out = Reader(asking.stdout)  # type: ignore[arg-type]
+    assert asking.stdout is not None
+    out = Reader(asking.stdout)
     assert wait_for(lambda: "fleet" in out.text, timeout=60)
     asking.send_signal(signal.SIGINT)
     assert asking.wait(timeout=60) == 130
