@@ -81,7 +81,7 @@ from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent, TurnRun
-from .replies import ReplyDeltas
+from .replies import ReplyDeltas, ReplyProgress
 from .services import session_terminate
 from .terminate import ACTION as TERMINATE_ACTION
 from .turn_stop import stop_watch
@@ -161,14 +161,22 @@ class TurnAbandoned(ServiceUnavailable):
 TurnFinish = Callable[[TurnResult], None]
 
 
-def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish | None = None) -> TurnResult:
+def turn_handle(
+    *,
+    scope: Scope,
+    session_id: str,
+    text: str,
+    finish: TurnFinish | None = None,
+    progress: ReplyProgress | None = None,
+) -> TurnResult:
     """Handle one turn of ``scope``'s actor in a session; raise only for a turn that is not accepted at all
     (404, 403, 400), or that could not be written (503).
 
     ``scope`` comes from the channel's verified credential (a token, a browser session, a Discord signature
     plus a linked identity), never from the message itself. ``finish(result)`` runs inside the transaction
     that writes the turn (the REST view stores its idempotency outcome there, Discord queues its reply), so
-    the turn and what its channel records about it commit together.
+    the turn and what its channel records about it commit together. ``progress`` sees the reply grow (a
+    channel that shows it its own way: Discord); it is closed before the turn is written.
     """
     actor = scope.actor
     if actor is None:
@@ -190,7 +198,7 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
             # Step 2: live state, recall, prompt and model, with no transaction or lock held, and the
             # connection given back before each wait on a provider or the model.
             connection_release()
-            _answer(scope, session, intent, text, result, first_turn=not had_turn)
+            _answer(scope, session, intent, text, result, first_turn=not had_turn, progress=progress)
         # Step 3: write the turn whole in one short transaction, or nothing if it was abandoned meanwhile.
         with transaction.atomic():
             stop_requested = _claim(result.turn_id)
@@ -437,12 +445,25 @@ def startup_context(scope: Scope, session: Session, *, first_turn: bool) -> list
     return [block.render() for block in context.blocks]
 
 
-def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult, *, first_turn: bool) -> None:
-    deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id)
+def _answer(
+    scope: Scope,
+    session: Session,
+    intent: Intent,
+    text: str,
+    result: TurnResult,
+    *,
+    first_turn: bool,
+    progress: ReplyProgress | None = None,
+) -> None:
+    deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id, progress=progress)
     deltas.start()
-    # A Stop, on any node, sets ``cancel`` while this turn thinks (``turn_stop``).
-    with stop_watch(result.turn_id) as cancel:
-        _think(scope, session, intent, text, result, deltas, cancel, first_turn=first_turn)
+    try:
+        # A Stop, on any node, sets ``cancel`` while this turn thinks (``turn_stop``).
+        with stop_watch(result.turn_id) as cancel:
+            _think(scope, session, intent, text, result, deltas, cancel, first_turn=first_turn)
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def _think(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Protocol
 
 from django.conf import settings
 from django.core.cache import cache
@@ -23,12 +24,23 @@ from . import events, selectors, stream
 INTERVAL_SECONDS = 0.05
 
 
+class ReplyProgress(Protocol):
+    """A channel's own view of a reply being written (Discord edits its deferred reply): ``update`` gets the
+    text so far at each flush and must not block; ``close`` comes once the model is done, before the turn is
+    written, and may wait for what it has in flight."""
+
+    def update(self, text: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ReplyDeltas:
     """``on_delta`` for one turn's model call; ``flush()`` once the model has finished."""
 
-    def __init__(self, *, session_id: uuid.UUID, turn_id: str) -> None:
+    def __init__(self, *, session_id: uuid.UUID, turn_id: str, progress: ReplyProgress | None = None) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
+        self.progress = progress
         self.sent = 0  # characters handed on so far
         self.text = ""
         self.pending: list[str] = []
@@ -55,6 +67,8 @@ class ReplyDeltas:
         # Kept first, sent second: a client connecting in between gets this piece in the text so far.
         cache.set(_partial_key(self.turn_id), self.text, timeout=_partial_seconds())
         events.send_reply_delta(self.session_id, dict(body))
+        if self.progress is not None:
+            self.progress.update(self.text)
         self.sent += len(text)
         self.last = time.monotonic()
 
