@@ -275,6 +275,7 @@ Hooks other scripts may use (window.Tess):
   // away when its turn.out (the whole text, durable) arrives. A turn announces itself with an empty piece as
   // soon as Tess starts on it: "Tess is thinking" until the first words, and Stop while it runs.
   const growing = new Map();
+  const written = new Set(); // turns whose turn.out is shown: a late piece of one (the socket lagging the answer) is dropped
   const stopButton = $("tess-stop");
 
   function showStop() {
@@ -285,7 +286,7 @@ Hooks other scripts may use (window.Tess):
   function grow(body) {
     let entry = growing.get(body.turn_id);
     if (!entry) {
-      if (body.offset !== 0) return; // joined mid-reply: the turn.out will show it whole
+      if (body.offset !== 0 || written.has(body.turn_id)) return; // joined mid-reply: the turn.out will show it whole
       const thinking = el("span", { class: "tess-thinking", text: "Tess is thinking…" });
       entry = { text: "", item: line("out tess-growing", "Tess", new Date().toISOString(), thinking) };
       entry.item.dataset.turnId = body.turn_id;
@@ -302,7 +303,8 @@ Hooks other scripts may use (window.Tess):
     if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
   }
 
-  function settle(turnId) {
+  function settle(turnId, done) {
+    if (done) written.add(turnId);
     const entry = growing.get(turnId);
     if (entry) entry.item.remove();
     growing.delete(turnId);
@@ -370,7 +372,7 @@ Hooks other scripts may use (window.Tess):
         grow(body);
         break;
       case "turn.out": {
-        settle(body.turn_id);
+        settle(body.turn_id, true);
         const reply = line("out", "Tess", event.ts, markdown(body.text || ""));
         if (body.stopped) {
           reply.classList.add("tess-stopped");
