@@ -4,7 +4,8 @@ Behaviour by the requested model name: ``error-<status>`` answers with that stat
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
 ``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds``, after
 ``think_seconds`` of silence (``finished`` is set once a streamed answer is complete); anything else answers
-``stand-in answer to: <the last user message>``, streamed as server-sent events when asked. Every request body is kept in ``requests``.
+``stand-in answer to: <the last user message>``, streamed as server-sent events when asked. Every request
+body is kept in ``requests``.
 
 While it holds or drips an answer it watches the connection: a client that closes it (a stopped turn) is
 counted in ``closed`` (and ``closed_event`` set), and the answer ends there. ``first_tokens`` holds the
