@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, NotFound
 from tess_site.scope import Role, Scope
 
@@ -155,6 +156,14 @@ def turn_stop(*, scope: Scope, session_id: str, turn_id: str) -> StopOutcome:
             stop_requested_at=timezone.now()
         )
         if marked:
+            record_audit(
+                scope,
+                action="turn.stopped",
+                target_type="session",
+                target_id=str(session.pk),
+                outcome="stopping",
+                metadata={"turn_id": turn_id},
+            )
             transaction.on_commit(lambda: turn_stop_signal(turn_id))
             return StopOutcome(turn_id, "stopping")
         if TurnRun.objects.filter(pk=turn_id, session_id=session.pk).exists():

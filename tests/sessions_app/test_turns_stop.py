@@ -21,6 +21,7 @@ from guardian.shortcuts import assign_perm
 from sessions_app.gateway import turn_handle
 from sessions_app.models import Session, SessionEvent, TurnRun
 from sessions_app.turn_stop import turn_stop
+from tess_site.audit.models import AuditEvent
 from tess_site.scope import Channel
 from tests.conftest import scope_of
 from tests.providers_app.chat_standin import ChatStandIn
@@ -217,3 +218,8 @@ def test_only_someone_who_may_operate_the_session_can_stop_its_turn(cast, api_as
     assert api_as(cast.owner).post(url).json()["status"] == "already_stopping"
     run.refresh_from_db()
     assert run.stop_requested_at is not None
+    # The Stop that did something is audited, once, with ids only.
+    audited = AuditEvent.objects.filter(action="turn.stopped")
+    assert [(a.actor_id, a.target_id, a.metadata) for a in audited] == [
+        (cast.teammate.pk, str(session.pk), {"turn_id": run.turn_id})
+    ]
