@@ -54,7 +54,10 @@ def test_the_reply_grows_in_the_drawer_then_stands_whole(cast, demo_session, ope
     expect(page.locator(".tess-out").filter(has_text=REPLY)).to_have_count(1)
 
 
-LONG = "tell me everything about the fleet, each session and each agent, one after the other, slowly"
+LONG = (
+    "tell me everything about the fleet, each session and each agent, one after the other, what they did"
+    " since yesterday and what they wait for now, slowly"
+)
 
 
 def test_thinking_then_the_text_growing_then_stop_mid_stream(cast, demo_session, open_browser):

@@ -20,7 +20,10 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 DRIP = ChatStandIn(drip_seconds=0.2, think_seconds=1.0)  # bound now, so the server's environment can name it
-TEXT = "tell me how the whole fleet is doing on this fine and sunny morning, one session at a time"
+TEXT = (
+    "tell me how the whole fleet is doing on this fine and sunny morning, one session at a time, every agent"
+    " and every task it has waiting, and what each of them has been doing since yesterday evening"
+)
 WHOLE = f"stand-in answer to: {TEXT}"
 
 
