@@ -234,6 +234,10 @@ class DeterministicAdapter:
 # --- openai_compatible ------------------------------------------------------------------------------------
 
 
+class _StopNow(Exception):
+    """Raised out of the stream's loop when the turn was stopped between two pieces."""
+
+
 # One OpenAI client per endpoint and process (``OpenAICompatibleAdapter._client``).
 _CLIENTS: dict[tuple[str | None, str | None, float], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
@@ -281,31 +285,59 @@ class OpenAICompatibleAdapter:
             client = _CLIENTS.get(key)
             if client is None:
                 # Imported on use (here and in ``complete``): the OpenAI SDK is heavy and only this adapter needs it.
+                import httpx2
                 import openai
+
+                from .http_cancel import cancellable_transport
 
                 # No retries inside the client: the gateway falls back at once instead of keeping the operator
                 # waiting.
+                # Its transport lets a stopped turn close the call's connection (``http_cancel``), with as many
+                # connections as the SDK's own client allows (it takes no limits once given a transport).
+                limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
                 client = openai.OpenAI(
                     base_url=self.base_url,
                     api_key=self.api_key or "not-configured",
                     timeout=self.timeout,
                     max_retries=0,
+                    http_client=openai.DefaultHttpxClient(transport=cancellable_transport(limits=limits)),
                 )
                 _CLIENTS[key] = client
         return client
 
     def complete(self, request: ModelRequest) -> ModelReply:
+        import httpx2
         import openai
+
+        from .http_cancel import cancellable_call
 
         arguments: dict[str, Any] = {"model": self.model, "messages": request.prompt.messages()}
         if self.reasoning_effort != "none":
             arguments["reasoning_effort"] = self.reasoning_effort
+        # What has been handed on so far, kept for a stop; a stop seen between pieces ends the stream here, one
+        # seen while the model is silent shuts its connection down (``cancellable_call``).
+        shown: list[str] = []
+
+        def relay(piece: str) -> None:
+            shown.append(piece)
+            if request.on_delta is not None:
+                request.on_delta(piece)
+            if request.cancel is not None and request.cancel.is_set():
+                raise _StopNow()
+
         try:
             client = self._client()
-            if self.stream:
-                text = self._streamed(client, arguments, request.on_delta)
-            else:
-                text = self._whole(client, arguments)
+            try:
+                with cancellable_call(request.cancel) as call:
+                    if request.cancel is not None and request.cancel.is_set():
+                        raise _StopNow()
+                    text = self._streamed(client, arguments, relay) if self.stream else self._whole(client, arguments)
+            except (_StopNow, openai.OpenAIError, httpx2.HTTPError) as exc:
+                if request.cancel is not None and request.cancel.is_set():
+                    raise ModelStopped("".join(shown)) from exc
+                raise
+            if call.cancelled:  # the shut-down connection read as the stream's end
+                raise ModelStopped("".join(shown))
         except openai.APITimeoutError as exc:
             raise ModelTimeout(details={"adapter": self.name}) from exc
         except openai.APIConnectionError as exc:

@@ -20,7 +20,8 @@ error); a process that dies leaves the ``TurnRun`` row, which ``turns_fail_aband
 stream as a failed turn once it is older than ``turn_abandoned_after()``; its key may be retried after
 ``TESS_IDEMPOTENCY_LOCK_SECONDS``, and only one of two attempts on a key can write (``KeyHold.finish``). Every
 event lands in the session stream, so every bound channel sees the same turn. The ``TurnRun`` row is the
-handle a later Stop marks, and step 2 the place it interrupts.
+handle a Stop marks (``turn_stop``), and step 2 the place it interrupts: the model call is closed, and the turn
+is written as stopped (``turn.out`` with ``stopped``) with the text shown so far.
 
 What a turn may do is decided by ``gateway_intent.classify`` before any model runs: answers (conversation,
 status, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
@@ -30,6 +31,7 @@ status, safe diagnostics), a memory card (the operator's own words, confirmed la
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -49,7 +51,14 @@ from memory_app.plugin.registry import operator_memory_plugin
 from memory_app.services import Recall, memory_propose_once, memory_scope_for, recall_for_prompt
 from providers_app.contract import ProviderError
 from providers_app.heartbeat import heartbeat_require_fresh
-from providers_app.model_adapters import DeterministicAdapter, ModelError, ModelRequest, get_model_adapter
+from providers_app.model_adapters import (
+    DeterministicAdapter,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    ModelStopped,
+    get_model_adapter,
+)
 from providers_app.registry import get_provider
 from tess_site.audit.services import record_audit
 from tess_site.errors import (
@@ -72,9 +81,10 @@ from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
 from .models import Session, SessionEvent, TurnRun
-from .replies import ReplyDeltas
+from .replies import ReplyDeltas, ReplyProgress
 from .services import session_terminate
 from .terminate import ACTION as TERMINATE_ACTION
+from .turn_stop import stop_watch
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +117,7 @@ class TurnResult:
     system_lines: list[tuple[str, str]] = field(default_factory=list)  # (code, text)
     summary: PendingSummary | None = None  # a conversation summary made while thinking, stored with the turn
     error: TessError | None = None
+    stopped: bool = False  # stopped while answering: ``reply`` is the text shown by then
 
     def body(self) -> dict[str, Any]:
         body = {
@@ -118,6 +129,7 @@ class TurnResult:
             "approvals": self.approvals,
             "handoffs": self.handoffs,
             "events": self.events,
+            "stopped": self.stopped,
         }
         if self.error is not None:
             return envelope(self.error.code, self.error.message, {**self.error.details, "turn": body})
@@ -149,14 +161,22 @@ class TurnAbandoned(ServiceUnavailable):
 TurnFinish = Callable[[TurnResult], None]
 
 
-def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish | None = None) -> TurnResult:
+def turn_handle(
+    *,
+    scope: Scope,
+    session_id: str,
+    text: str,
+    finish: TurnFinish | None = None,
+    progress: ReplyProgress | None = None,
+) -> TurnResult:
     """Handle one turn of ``scope``'s actor in a session; raise only for a turn that is not accepted at all
     (404, 403, 400), or that could not be written (503).
 
     ``scope`` comes from the channel's verified credential (a token, a browser session, a Discord signature
     plus a linked identity), never from the message itself. ``finish(result)`` runs inside the transaction
     that writes the turn (the REST view stores its idempotency outcome there, Discord queues its reply), so
-    the turn and what its channel records about it commit together.
+    the turn and what its channel records about it commit together. ``progress`` sees the reply grow (a
+    channel that shows it its own way: Discord); it is closed before the turn is written.
     """
     actor = scope.actor
     if actor is None:
@@ -183,11 +203,14 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
             # Step 2: live state, recall, prompt and model, with no transaction or lock held, and the
             # connection given back before each wait on a provider or the model.
             connection_release()
-            _answer(scope, session, intent, text, result, first_turn=not had_turn)
+            _answer(scope, session, intent, text, result, first_turn=not had_turn, progress=progress)
         # Step 3: write the turn whole in one short transaction, or nothing if it was abandoned meanwhile.
         with transaction.atomic():
-            _claim(result.turn_id)
+            stop_requested = _claim(result.turn_id)
             if answering:
+                # A Stop that came after the model finished (or whose wake-up was lost) still wins: it was
+                # answered as stopping, and the whole reply is what was shown.
+                result.stopped = result.stopped or stop_requested
                 items = [*_summary_line(session, result), _turn_in(scope, text, result), *_turn_out(result)]
                 rows = events_append(session_id=session.pk, items=items)
             else:
@@ -223,11 +246,14 @@ def _summary_line(session: Session, result: TurnResult) -> list[tuple[stream.Eve
     ]
 
 
-def _claim(turn_id: str) -> None:
-    """Take the running turn's record in the transaction that writes it; gone means it was abandoned."""
-    deleted, _ = TurnRun.objects.filter(pk=turn_id).delete()
-    if not deleted:
+def _claim(turn_id: str) -> bool:
+    """Take the running turn's record in the transaction that writes it (gone means it was abandoned); say
+    whether a Stop marked it. The row lock orders this with a Stop: one that comes after finds it gone."""
+    run = TurnRun.objects.select_for_update().filter(pk=turn_id).only("stop_requested_at").first()
+    if run is None:
         raise TurnAbandoned()
+    run.delete()
+    return run.stop_requested_at is not None
 
 
 def _forget(turn_id: str) -> None:
@@ -296,6 +322,7 @@ def _turn_out(result: TurnResult) -> list[tuple[stream.EventKind, Any]]:
         text=result.reply,
         recalled_count=grounded_count,
         recalled=result.recalled_ids if result.grounded else [],
+        stopped=result.stopped,
     )
     items.append((stream.EventKind.TURN_OUT, body))
     return items
@@ -314,6 +341,7 @@ def _audit(scope: Scope, session: Session, intent: Intent, result: TurnResult) -
         "approval_id": result.approvals[0]["id"] if result.approvals else None,
         "handoff_id": result.handoffs[0]["id"] if result.handoffs else None,
         "reason": result.error.code if result.error is not None else None,
+        "stopped": result.stopped,
     }
     record_audit(
         scope,
@@ -423,7 +451,38 @@ def startup_context(scope: Scope, session: Session, *, first_turn: bool) -> list
     return [block.render() for block in context.blocks]
 
 
-def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult, *, first_turn: bool) -> None:
+def _answer(
+    scope: Scope,
+    session: Session,
+    intent: Intent,
+    text: str,
+    result: TurnResult,
+    *,
+    first_turn: bool,
+    progress: ReplyProgress | None = None,
+) -> None:
+    deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id, progress=progress)
+    deltas.start()
+    try:
+        # A Stop, on any node, sets ``cancel`` while this turn thinks (``turn_stop``).
+        with stop_watch(result.turn_id) as cancel:
+            _think(scope, session, intent, text, result, deltas, cancel, first_turn=first_turn)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _think(
+    scope: Scope,
+    session: Session,
+    intent: Intent,
+    text: str,
+    result: TurnResult,
+    deltas: ReplyDeltas,
+    cancel: threading.Event,
+    *,
+    first_turn: bool,
+) -> None:
     live = live_state(scope, session, intent.cls)
     recall = _recall(scope, result)
     retrieved = startup_context(scope, session, first_turn=first_turn)
@@ -438,15 +497,25 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
     connection_release()  # the reads above are done: the model's wait holds no connection
-    deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id)
+    request = ModelRequest(
+        prompt=prompt,
+        intent=intent.cls.value,
+        live=live,
+        standing_initiative=initiative,
+        on_delta=deltas,
+        cancel=cancel,
+    )
     try:
-        reply = adapter.complete(
-            ModelRequest(
-                prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative, on_delta=deltas
-            )
-        )
+        if cancel.is_set():  # stopped before the model was asked (an adapter that does not stream ignores it)
+            raise ModelStopped("")
+        reply = adapter.complete(request)
         deltas.flush()
         result.grounded = recall.recalled_count > 0
+    except ModelStopped as exc:
+        deltas.flush()  # everything the model gave was shown: the turn keeps exactly that
+        result.stopped = True
+        result.grounded = recall.recalled_count > 0 and bool(exc.text)
+        reply = ModelReply(text=exc.text, adapter=adapter.name, model="")
     except ModelError as exc:
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.
         bare = prompt_assemble(text=text, retrieved=retrieved, live=live, conversation=conversation.messages)

@@ -342,6 +342,9 @@ class TurnRun(models.Model):
     channel = models.CharField(max_length=16)
     text = models.TextField()
     started_at = models.DateTimeField(default=timezone.now)
+    # Set by a Stop (``turn_stop``), on whichever node it arrives: the durable half of the stop, which the
+    # turn's own process reads when it starts waiting on the model and when it writes the turn.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["started_at"])]

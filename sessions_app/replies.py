@@ -5,13 +5,16 @@ cost one channel-layer message each), and whatever is left when the model finish
 durable ``turn.out``. Nothing here is stored in the database; a frame that is lost costs only the growing
 text, since ``turn.out`` carries the whole reply. The text so far is also kept in the cache (Redis in
 production, shared by every node) while the turn runs, so a client that connects mid-reply is sent it as
-one piece from offset 0 (``replies_partial``) before the pieces that follow.
+one piece from offset 0 (``replies_partial``) before the pieces that follow. A turn being answered announces
+itself with an empty piece at offset 0 (``start``) as soon as it thinks, so clients know its ``turn_id``
+(the thinking state, Stop) before the model's first word.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from typing import Protocol
 
 from django.conf import settings
 from django.core.cache import cache
@@ -21,16 +24,33 @@ from . import events, selectors, stream
 INTERVAL_SECONDS = 0.05
 
 
+class ReplyProgress(Protocol):
+    """A channel's own view of a reply being written (Discord edits its deferred reply): ``update`` gets the
+    text so far at each flush and must not block; ``close`` comes once the model is done, before the turn is
+    written, and may wait for what it has in flight."""
+
+    def update(self, text: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ReplyDeltas:
     """``on_delta`` for one turn's model call; ``flush()`` once the model has finished."""
 
-    def __init__(self, *, session_id: uuid.UUID, turn_id: str) -> None:
+    def __init__(self, *, session_id: uuid.UUID, turn_id: str, progress: ReplyProgress | None = None) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
+        self.progress = progress
         self.sent = 0  # characters handed on so far
         self.text = ""
         self.pending: list[str] = []
         self.last = 0.0
+
+    def start(self) -> None:
+        """Say the turn is being answered: an empty piece at offset 0, before the model's first, so every client
+        can show that Tess is thinking and offer Stop for this ``turn_id``."""
+        cache.set(_partial_key(self.turn_id), "", timeout=_partial_seconds())
+        events.send_reply_delta(self.session_id, dict(stream.turn_delta_body(turn_id=self.turn_id, offset=0, text="")))
 
     def __call__(self, piece: str) -> None:
         self.pending.append(piece)
@@ -47,6 +67,8 @@ class ReplyDeltas:
         # Kept first, sent second: a client connecting in between gets this piece in the text so far.
         cache.set(_partial_key(self.turn_id), self.text, timeout=_partial_seconds())
         events.send_reply_delta(self.session_id, dict(body))
+        if self.progress is not None:
+            self.progress.update(self.text)
         self.sent += len(text)
         self.last = time.monotonic()
 
@@ -70,6 +92,6 @@ def replies_partial(*, session_id: uuid.UUID) -> list[dict[str, object]]:
     bodies: list[dict[str, object]] = []
     for turn_id in running:
         text = found.get(_partial_key(turn_id))
-        if isinstance(text, str) and text:
+        if isinstance(text, str):  # empty: the turn is being answered, nothing written yet
             bodies.append(dict(stream.turn_delta_body(turn_id=turn_id, offset=0, text=text)))
     return bodies

@@ -331,6 +331,21 @@ def turns_running(*, session_id: uuid.UUID) -> list[str]:
     return list(TurnRun.objects.filter(session_id=session_id).order_by("started_at").values_list("turn_id", flat=True))
 
 
+def turn_stop_requested(*, turn_id: str) -> bool:
+    """Whether a Stop has marked this running turn (the turn's own process asks; no access check)."""
+    return TurnRun.objects.filter(pk=turn_id, stop_requested_at__isnull=False).exists()
+
+
+def turn_out_of(*, session_id: uuid.UUID, turn_id: str) -> dict[str, Any] | None:
+    """The written ``turn.out`` body of an already-authorized session's turn, or None (not written, or not its)."""
+    found = (
+        SessionEvent.objects.filter(session_id=session_id, kind=EventKind.TURN_OUT, body__turn_id=turn_id)
+        .values_list("body", flat=True)
+        .first()
+    )
+    return dict(found) if isinstance(found, dict) else None
+
+
 def session_for_approval(*, session_id: object, tenant_id: int) -> Session | None:
     """The session an approval names, for its approval page: the approval (checked by approvals_app for the
     bound approver) is what grants the approver this view, not the session's own read rule."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class EventKind(StrEnum):
@@ -48,6 +48,8 @@ class TurnOutBody(TypedDict):
     recalled_count: int
     # Memory ids only (never note text): the stream's other readers learn nothing they could open.
     recalled: list[str]
+    # Present (true) only on a stopped turn: ``text`` is the reply as far as it was shown when it was stopped.
+    stopped: NotRequired[bool]
 
 
 class CardBody(TypedDict):
@@ -99,8 +101,18 @@ def turn_in_body(*, turn_id: str, channel: str, text: str) -> TurnInBody:
     return {"turn_id": turn_id, "channel": channel, "text": text}
 
 
-def turn_out_body(*, turn_id: str, text: str, recalled_count: int, recalled: list[str] | None = None) -> TurnOutBody:
-    return {"turn_id": turn_id, "text": text, "recalled_count": recalled_count, "recalled": list(recalled or [])}
+def turn_out_body(
+    *, turn_id: str, text: str, recalled_count: int, recalled: list[str] | None = None, stopped: bool = False
+) -> TurnOutBody:
+    body: TurnOutBody = {
+        "turn_id": turn_id,
+        "text": text,
+        "recalled_count": recalled_count,
+        "recalled": list(recalled or []),
+    }
+    if stopped:
+        body["stopped"] = True
+    return body
 
 
 def card_body(*, id: str, kind: str, status: str, outcome: str = "") -> CardBody:
@@ -153,8 +165,9 @@ increasing; read `GET /api/v1/sessions/{id}/events/?cursor=N` or the websocket
 where in the runtime, e.g. a pane; cursors are opaque provider cursors) |
 | `message.in` | `{"inbox_id": int, "text": str, "channel": str}` raw input delivered to the runtime |
 | `turn.in` | `{"turn_id": str, "channel": str, "text": str}` an operator's turn |
-| `turn.out` | `{"turn_id": str, "text": str, "recalled_count": int, "recalled": [str]}` Tess's reply; \
-`recalled`: the memory ids of the notes that grounded it |
+| `turn.out` | `{"turn_id": str, "text": str, "recalled_count": int, "recalled": [str], "stopped"?: true}` \
+Tess's reply; `recalled`: the memory ids of the notes that grounded it; `stopped` (present only then): the \
+turn was stopped and `text` is the reply as far as it had been shown |
 | `card` | `{"id": str, "kind": str, "status": str, "outcome": str}` |
 | `approval` | `{"id": str, "status": "pending" \\| "approved" \\| "denied" \\| "executed" \\| "failed"}` |
 | `handoff` | `{"id": str, "status": str, "result": str}` |

@@ -17,6 +17,7 @@ import httpx
 
 from . import __version__, ids
 from . import config as config_store
+from .ask import ReplyWatch
 from .client import AUTH, EXIT_CODES, INTERRUPTED, NETWORK, OK, REFUSED, USAGE, Api, CliError
 from .inbox import watch
 from .output import emit_json, event_line, fields, neutralised_output, plural, table, write_raw
@@ -233,14 +234,27 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     api = _api(args)
-    response = api.request(
-        "POST", f"/api/v1/sessions/{_session(api, args)}/turns/", json={"text": args.text}, idempotent=True, retries=2
-    )
+    session_id = _session(api, args)
+    # The session's socket, opened first, prints the reply as it is written (``ask.ReplyWatch``).
+    cursor = int(api.get(f"/api/v1/sessions/{session_id}/").get("last_seq") or 0)
+    watch = ReplyWatch(api.config, session_id, cursor, show=not args.json).start()
+    watch.arm()
+    try:
+        response = api.request(
+            "POST", f"/api/v1/sessions/{session_id}/turns/", json={"text": args.text}, idempotent=True, retries=2
+        )
+    except KeyboardInterrupt:
+        return _stop_turn(api, session_id, watch, as_json=args.json)
+    finally:
+        if not watch.ended.is_set():
+            watch.close()
     data = response.json()
     if args.json:
         emit_json(data)
         return OK
-    print(data.get("reply", ""))
+    watch.finish(str(data.get("reply", "")))
+    if data.get("stopped"):
+        print("(stopped: the reply ends here)")
     for approval in data.get("approvals", []):
         print(f"approval {approval.get('id')}: {approval.get('status')}")
     for card in data.get("cards", []):
@@ -248,6 +262,28 @@ def cmd_ask(args: argparse.Namespace) -> int:
     for handoff in data.get("handoffs", []):
         print(f"hand-off {handoff.get('id')}: {handoff.get('status')}")
     return OK
+
+
+STOP_WAIT_SECONDS = 15.0
+
+
+def _stop_turn(api: Api, session_id: str, watch: ReplyWatch, *, as_json: bool) -> int:
+    """Ctrl-C while Tess answers: stop the turn, and show it as it was written."""
+    if not watch.announced.wait(3.0) or watch.turn_id is None:
+        print("tess: interrupted before the turn was announced; it may still be answered.", file=sys.stderr)
+        return INTERRUPTED
+    stop = api.post(f"/api/v1/sessions/{session_id}/turns/{watch.turn_id}/stop/", idempotent=False)
+    written = watch.ended.wait(STOP_WAIT_SECONDS)
+    watch.close()
+    if as_json:
+        emit_json({"turn_id": watch.turn_id, "stop": stop, "turn_out": watch.out if written else None})
+        return INTERRUPTED
+    if written:
+        watch.finish(str(watch.out.get("text", "")))
+    else:
+        print("")
+    print(f"(stopped: {stop.get('detail', stop.get('status'))})", file=sys.stderr)
+    return INTERRUPTED
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -497,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_stream)
 
     for name, func, text in (
-        ("ask", cmd_ask, "a turn with Tess"),
+        ("ask", cmd_ask, "a turn with Tess (the reply prints as it is written; Ctrl-C stops it)"),
         ("send", cmd_send, "raw input to the runtime (needs `attach --interactive`)"),
     ):
         p = sub.add_parser(name, parents=[common], help=text)

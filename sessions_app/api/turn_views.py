@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,6 +18,7 @@ from tess_site.api_schema import PROVIDER_ERRORS
 from ..gateway import MAX_TURN_CHARS, turn_handle
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent_in_steps
 from ..stream import SCHEMA_DESCRIPTION
+from ..turn_stop import turn_stop
 
 
 class TurnSerializer(serializers.Serializer[Any]):
@@ -33,9 +34,10 @@ Mos hand-off; anything Tess does not support is refused with `intent_unsupported
 turn stays in the stream.
 
 200: `{"turn_id", "intent", "reply", "memory": {"scope", "recalled_count", "grounded"}, "cards",
-"approvals", "handoffs", "events"}`; a refusal answers with the error envelope whose `details.turn` holds
-the same body. `turn.in` and `turn.out` (and any `card`, `approval`, `handoff`, `system` events) appear
-in the session stream for every bound channel.
+"approvals", "handoffs", "events", "stopped"}` (`stopped`: the turn was stopped while Tess answered, and
+`reply` is the text shown by then; a replay of the same `Idempotency-Key` answers the same); a refusal
+answers with the error envelope whose `details.turn` holds the same body. `turn.in` and `turn.out` (and any
+`card`, `approval`, `handoff`, `system` events) appear in the session stream for every bound channel.
 """
 
 
@@ -64,3 +66,36 @@ class SessionTurnsView(ScopedAPIView):
             finish=lambda done: self.idempotency.finish(done.http_status, done.body()),
         )
         return Response(result.body(), status=result.http_status)
+
+
+STOP_DESCRIPTION = """
+Stop a turn while Tess answers it, from any node: the model call is closed, and the turn is written as
+stopped (its `turn.out` carries `"stopped": true` and the text shown so far; its own request answers with
+`"stopped": true`), which frees the input. The `turn_id` is the one in the turn's `turn.delta` frames (the
+first, empty, comes as soon as the turn is accepted) or in its answer.
+
+Needs the operator role and the session's owner or an operate grant (403); a session you cannot see is 404,
+as is a turn that is neither running nor written in it. A Stop that changes nothing says so, with 200:
+`status` is `stopping` (this request stopped it), `already_stopping` (an earlier Stop is ending it),
+`already_stopped` (it was written as stopped) or `already_finished` (it was written whole before the Stop).
+"""
+
+StopAnswer = inline_serializer(
+    "TurnStop",
+    fields={
+        "turn_id": serializers.CharField(),
+        "status": serializers.ChoiceField(
+            choices=["stopping", "already_stopping", "already_stopped", "already_finished"]
+        ),
+        "detail": serializers.CharField(),
+    },
+)
+
+
+class SessionTurnStopView(ScopedAPIView):
+    error_statuses = {"post": (403, 404)}
+
+    @extend_schema(request=None, responses={200: StopAnswer}, description=STOP_DESCRIPTION.strip())
+    def post(self, request: Request, session_id: str, turn_id: str) -> Response:
+        outcome = turn_stop(scope=self.scope, session_id=session_id, turn_id=turn_id)
+        return Response(outcome.body())

@@ -10,6 +10,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/<str:session_id>/events/", views.SessionEventsView.as_view(), name="session-events"),
     path("sessions/<str:session_id>/screen/", views.SessionScreenView.as_view(), name="session-screen"),
     path("sessions/<str:session_id>/turns/", turn_views.SessionTurnsView.as_view(), name="session-turns"),
+    path(
+        "sessions/<str:session_id>/turns/<str:turn_id>/stop/",
+        turn_views.SessionTurnStopView.as_view(),
+        name="session-turn-stop",
+    ),
     path("sessions/<str:session_id>/messages/", views.SessionMessagesView.as_view(), name="session-messages"),
     path("sessions/<str:session_id>/attach/", views.SessionAttachView.as_view(), name="session-attach"),
     path("sessions/<str:session_id>/detach/", views.SessionDetachView.as_view(), name="session-detach"),

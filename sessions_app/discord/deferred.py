@@ -15,6 +15,7 @@ from tess_site.accounts.selectors import roles_for
 from tess_site.scope import Channel, Scope
 
 from .models import DiscordInteraction
+from .progress import FollowupProgress
 
 
 def ask_run(*, interaction_pk: int) -> int | None:
@@ -53,10 +54,14 @@ def ask_run(*, interaction_pk: int) -> int | None:
         wake_outbox_item(item.pk)
         queued.append(int(item.pk))
 
+    # The deferred message grows while the model writes (``progress``); the outbox sends the whole reply last.
+    progress = FollowupProgress(row)
     try:
-        turn_handle(scope=scope, session_id=str(row.session_id), text=row.text, finish=reply)
+        turn_handle(scope=scope, session_id=str(row.session_id), text=row.text, finish=reply, progress=progress)
     except BaseException:
         with suppress(DatabaseError):  # a dead database keeps the claim; the stream shows the turn failed
             DiscordInteraction.objects.filter(pk=row.pk, turn_id="").update(answered_at=None)
         raise
+    finally:
+        progress.close()
     return queued[0] if queued else None

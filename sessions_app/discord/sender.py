@@ -64,10 +64,14 @@ def _content(text: str) -> dict[str, Any]:
 def frame_text(frame: dict[str, Any]) -> str:
     body = frame.get("body") or {}
     text = body.get("text") if isinstance(body, dict) else None
+    if not text and frame.get("kind") == "turn.out" and body.get("stopped"):
+        return "(stopped before Tess wrote anything)"
     if not text:
         return f"[{frame.get('kind')}] #{frame.get('seq')}"
     if frame.get("kind") == "turn.in":
         return f"[{body.get('channel')}] {text}"
+    if frame.get("kind") == "turn.out" and body.get("stopped"):
+        return f"{text}\n(stopped: the reply ends here)"
     return str(text)
 
 

@@ -272,15 +272,26 @@ Hooks other scripts may use (window.Tess):
   }
 
   // A reply the model is still writing (turn.delta frames, never stored): one growing line per turn, taken
-  // away when its turn.out (the whole text, durable) arrives.
+  // away when its turn.out (the whole text, durable) arrives. A turn announces itself with an empty piece as
+  // soon as Tess starts on it: "Tess is thinking" until the first words, and Stop while it runs.
   const growing = new Map();
+  const written = new Set(); // turns whose turn.out is shown: a late piece of one (the socket lagging the answer) is dropped
+  const stopButton = $("tess-stop");
+
+  function showStop() {
+    stopButton.hidden = growing.size === 0;
+    stopButton.disabled = false;
+  }
 
   function grow(body) {
     let entry = growing.get(body.turn_id);
     if (!entry) {
-      if (body.offset !== 0) return; // joined mid-reply: the turn.out will show it whole
-      entry = { text: "", item: line("out tess-growing", "Tess", new Date().toISOString(), "") };
+      if (body.offset !== 0 || written.has(body.turn_id)) return; // joined mid-reply: the turn.out will show it whole
+      const thinking = el("span", { class: "tess-thinking", text: "Tess is thinking…" });
+      entry = { text: "", item: line("out tess-growing", "Tess", new Date().toISOString(), thinking) };
+      entry.item.dataset.turnId = body.turn_id;
       growing.set(body.turn_id, entry);
+      showStop();
     }
     // Pieces join at their offset; one that would not make the text longer (a repeat, or the text so far
     // sent again after a reconnect) changes nothing, and after a gap the turn.out shows the whole reply.
@@ -292,11 +303,27 @@ Hooks other scripts may use (window.Tess):
     if (!state.replaying) conversation.scrollTop = conversation.scrollHeight;
   }
 
-  function settle(turnId) {
+  function settle(turnId, done) {
+    if (done) written.add(turnId);
     const entry = growing.get(turnId);
     if (entry) entry.item.remove();
     growing.delete(turnId);
+    showStop();
   }
+
+  // Stop the newest reply being written: the turn is written as stopped, and its turn.out replaces the line.
+  async function stopReply() {
+    const turnId = [...growing.keys()].pop();
+    if (!turnId || !state.sessionId) return;
+    stopButton.disabled = true;
+    try {
+      await api("POST", "sessions/" + state.sessionId + "/turns/" + turnId + "/stop/", {});
+    } catch (error) {
+      stopButton.disabled = false;
+      systemLine("Not stopped: " + error.message);
+    }
+  }
+  stopButton.addEventListener("click", stopReply);
 
   function systemLine(text, ts) {
     return line("system", "Tess", ts || new Date().toISOString(), text);
@@ -345,8 +372,12 @@ Hooks other scripts may use (window.Tess):
         grow(body);
         break;
       case "turn.out": {
-        settle(body.turn_id);
+        settle(body.turn_id, true);
         const reply = line("out", "Tess", event.ts, markdown(body.text || ""));
+        if (body.stopped) {
+          reply.classList.add("tess-stopped");
+          reply.append(el("div", { class: "tess-stopped-note", text: body.text ? "Stopped: the reply ends here." : "Stopped before Tess wrote anything." }));
+        }
         if (body.recalled_count > 0) reply.append(recalledView(body)); // seed 002: right under the reply
         break;
       }
@@ -733,7 +764,7 @@ Hooks other scripts may use (window.Tess):
 
   function disconnect() {
     state.generation += 1;
-    growing.clear();
+    for (const turnId of [...growing.keys()]) settle(turnId); // a new socket sends each reply so far again
     clearTimeout(state.timer);
     if (state.socket) state.socket.close(1000);
     state.socket = null;

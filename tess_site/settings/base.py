@@ -447,6 +447,8 @@ TESS_DISCORD_LINK_RATE = env_str("TESS_DISCORD_LINK_RATE", "10/hour") or "10/hou
 _THROTTLE_RATES: dict[str, str] = REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # type: ignore[assignment]
 _THROTTLE_RATES["discord_link"] = TESS_DISCORD_LINK_RATE
 TESS_DISCORD_RELAY_SECONDS = env_int("TESS_DISCORD_RELAY_SECONDS", 2, minimum=1, maximum=60)
+# A deferred /tess ask's message is edited with the reply so far at most this often while the model writes it.
+TESS_DISCORD_EDIT_SECONDS = env_int("TESS_DISCORD_EDIT_SECONDS", 1, minimum=1, maximum=30)
 CELERY_BEAT_SCHEDULE["discord-relay"] = {
     "task": "sessions_app.discord.tasks.relay_discord_channels",
     "schedule": float(TESS_DISCORD_RELAY_SECONDS),

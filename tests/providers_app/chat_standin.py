@@ -2,18 +2,29 @@
 
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
-``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds`` (``finished`` is
-set once a streamed answer is complete); anything else answers ``stand-in answer to: <the last user message>``,
-streamed as server-sent events when asked. Every request body is kept in ``requests``.
+``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds``, after
+``think_seconds`` of silence (``finished`` is set once a streamed answer is complete); anything else answers
+``stand-in answer to: <the last user message>``, streamed as server-sent events when asked. Every request
+body is kept in ``requests``.
+
+While it holds or drips an answer it watches the connection: a client that closes it (a stopped turn) is
+counted in ``closed`` (and ``closed_event`` set), and the answer ends there. ``first_tokens`` holds the
+wall-clock time (``time.time()``) each streamed answer's first piece was written.
+
+A person can run it beside ``make run``: ``python -m tests.providers_app.chat_standin --port 8765`` (see the
+README, "Watching a reply stream").
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,12 +36,18 @@ class _Server(ThreadingHTTPServer):
 
 
 class ChatStandIn:
-    def __init__(self, slow_seconds: float = 3.0, drip_seconds: float = 0.2) -> None:
+    def __init__(
+        self, slow_seconds: float = 3.0, drip_seconds: float = 0.2, port: int = 0, think_seconds: float = 0.0
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         self.slow_seconds = slow_seconds
         self.drip_seconds = drip_seconds
+        self.think_seconds = think_seconds  # a drip answer's silence before its first word (headers sent)
         self.finished = threading.Event()
         self.release = threading.Event()
+        self.closed = 0  # answers whose client closed the connection before the answer's end
+        self.closed_event = threading.Event()
+        self.first_tokens: list[float] = []
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,10 +58,12 @@ class ChatStandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 standin.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                with suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                try:
                     standin.answer(self, body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test, a stop)
+                    standin._gone()
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -71,7 +90,10 @@ class ChatStandIn:
         if model == "slow":
             time.sleep(self.slow_seconds)
         if model == "held":
-            self.release.wait(timeout=60)
+            deadline = time.monotonic() + 60
+            while not self.release.is_set() and time.monotonic() < deadline:
+                if self._closed_by_client(handler, 0.05):
+                    return
         users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
         text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
         if body.get("stream"):
@@ -99,9 +121,11 @@ class ChatStandIn:
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()
         words = text.split(" ")
+        if model == "drip" and self.think_seconds and self._closed_by_client(handler, self.think_seconds):
+            return
         for i, word in enumerate(words):
-            if model == "drip" and i:
-                time.sleep(self.drip_seconds)
+            if model == "drip" and i and self._closed_by_client(handler, self.drip_seconds):
+                return
             delta = {"content": word + (" " if i < len(words) - 1 else "")}
             chunk = {
                 **self._base(model),
@@ -110,9 +134,31 @@ class ChatStandIn:
             }
             handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             handler.wfile.flush()
+            if not i:
+                self.first_tokens.append(time.time())
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()
         self.finished.set()
+
+    def _closed_by_client(self, handler: BaseHTTPRequestHandler, seconds: float) -> bool:
+        """Wait ``seconds``, or less if the client closes the connection meanwhile; say whether it did."""
+        sock = handler.connection
+        readable, _, _ = select.select([sock], [], [], seconds)
+        if not readable:
+            return False
+        try:
+            gone = sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            gone = True
+        if gone:
+            self._gone()
+        else:  # the client sent more (it should not): go on after the rest of the wait
+            time.sleep(seconds)
+        return gone
+
+    def _gone(self) -> None:
+        self.closed += 1
+        self.closed_event.set()
 
 
 @contextmanager
@@ -122,3 +168,21 @@ def running_chat_standin() -> Iterator[ChatStandIn]:
         yield standin
     finally:
         standin.stop()
+
+
+def main() -> None:
+    """Serve the stand-in until Ctrl-C, for a person watching replies stream (``TESS_MODEL=drip``)."""
+    parser = argparse.ArgumentParser(description="A local OpenAI-compatible chat-completions stand-in.")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--drip-seconds", type=float, default=0.2, help="between two words of a drip answer")
+    args = parser.parse_args()
+    standin = ChatStandIn(drip_seconds=args.drip_seconds, port=args.port).start()
+    print(f"chat stand-in at {standin.base_url} (models: drip, slow, held, empty, error-<status>; Ctrl-C stops it)")
+    try:
+        standin.thread.join()
+    except KeyboardInterrupt:
+        standin.stop()
+
+
+if __name__ == "__main__":
+    main()

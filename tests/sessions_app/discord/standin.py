@@ -2,13 +2,15 @@
 
 Routes: ``PATCH /webhooks/{app}/{token}/messages/@original`` (interaction follow-up), ``POST
 /channels/{id}/messages`` and ``POST /users/@me/channels`` (bot; needs ``Authorization: Bot …``).
-Every request is recorded as ``(method, path, json body, authorization)``.
+Every request is recorded as ``(method, path, json body, authorization)``, and when it came (``times``,
+``time.monotonic()``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from typing import Any
 class DiscordStandIn:
     base: str = ""
     calls: list[tuple[str, str, Any, str]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
 
     def paths(self, method: str) -> list[str]:
         return [path for m, path, _, _ in self.calls if m == method]
@@ -37,6 +40,7 @@ def running_discord_standin() -> Iterator[DiscordStandIn]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"null")
             auth = self.headers.get("Authorization") or ""
+            standin.times.append(time.monotonic())
             standin.calls.append((self.command, self.path, body, auth))
             if self.path.startswith(("/channels/", "/users/")) and not auth.startswith("Bot "):
                 self._reply(401, {"message": "401: Unauthorized"})
