@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
+from approvals_app.models import Approval
 from providers_app.registry import get_provider
 from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
@@ -239,14 +240,21 @@ class SessionMessagesView(ScopedAPIView):
         request=MessageSerializer,
         responses={
             202: inline_serializer(
-                name="MessageQueued", fields={"inbox_id": serializers.IntegerField(), "state": serializers.CharField()}
+                name="MessageQueued",
+                fields={
+                    "inbox_id": serializers.IntegerField(allow_null=True),
+                    "state": serializers.CharField(),
+                    "approval": serializers.DictField(required=False),
+                },
             )
         },
         parameters=[IDEMPOTENCY_PARAMETER],
         description="Raw input to the runtime (keys into tmux), queued and delivered by a worker, once per "
         "`Idempotency-Key`: `text` is typed, then Enter; with `keys: true` it is typed exactly as it is (a "
         "terminal's keystrokes; terminals only, `capability_unsupported` otherwise). Needs an interactive "
-        "attachment (`interactive_attachment_required` otherwise).",
+        "attachment (`interactive_attachment_required` otherwise). While a `require_approval` budget of the session "
+        "has reached its limit, the input is held in an approval request (`state: awaiting_approval`, `approval`) "
+        "and delivered once approved.",
     )
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:
@@ -256,6 +264,9 @@ class SessionMessagesView(ScopedAPIView):
         item = services.message_enqueue(
             scope=self.scope, session_id=session_id, text=values["text"], keys=values["keys"]
         )
+        if isinstance(item, Approval):  # held: a require_approval budget reached its limit
+            held = {"id": str(item.pk), "status": item.status, "expires_at": item.expires_at.isoformat()}
+            return Response({"inbox_id": None, "state": "awaiting_approval", "approval": held}, status=202)
         return Response({"inbox_id": item.pk, "state": item.state}, status=status.HTTP_202_ACCEPTED)
 
 
