@@ -341,7 +341,7 @@ def budgets_waiting(scope: Scope) -> list[dict[str, Any]]:
 
 # --- changing budgets (tenant admins, in the admin) -------------------------------------------------------
 
-BUDGET_FIELDS = ("name", "operator_id", "session_id", "period", "metric", "currency", "limit", "action")
+BUDGET_FIELDS = ("operator_id", "session_id", "period", "metric", "currency", "limit", "action")
 
 
 def budget_check(*, budget: Budget) -> None:
@@ -398,7 +398,7 @@ def budget_delete(*, scope: Scope, budget: Budget) -> None:
             target_type="budget",
             target_id=str(budget.pk),
             outcome="ok",
-            metadata={"name": budget.name},
+            metadata={"budget_id": budget.pk},
         )
         budget.delete()
 

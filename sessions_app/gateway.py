@@ -57,6 +57,7 @@ from providers_app.model_adapters import (
     get_model_adapter,
 )
 from providers_app.registry import get_provider
+from tess_site.accounts.selectors import roles_for
 from tess_site.audit.services import record_audit
 from tess_site.errors import (
     Forbidden,
@@ -278,6 +279,7 @@ def turn_run_approved(*, approval_id: str) -> TurnResult | None:
         channel=Channel(approval.channel),
         correlation_id=approval.correlation_id or "-",
         session=approval.target_id,
+        roles=roles_for(user=approval.requester, tenant=approval.tenant),  # as they are now, not when asked
     )
     try:
         return turn_handle(
