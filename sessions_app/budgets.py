@@ -82,6 +82,11 @@ def period_bounds(*, period: str, time_zone: str, now: datetime | None = None) -
     return start, end
 
 
+def figure(value: Decimal) -> str:
+    """A decimal as people write it: no exponent, no trailing zeros (``120``, ``12.5``)."""
+    return f"{value.normalize():f}"
+
+
 # --- what a budget has spent ------------------------------------------------------------------------------
 
 
@@ -110,8 +115,8 @@ class BudgetState:
             "period": budget.period,
             "metric": budget.metric,
             "currency": budget.currency or None,
-            "limit": str(budget.limit.normalize()),
-            "spent": str(self.spent.normalize()),
+            "limit": figure(budget.limit),
+            "spent": figure(self.spent),
             "percent": self.percent,
             "action": budget.action,
             "period_start": self.start.isoformat(),
@@ -287,7 +292,7 @@ def budget_item(budget: Budget, state: BudgetState, level: int, since: datetime)
         object_id=str(budget.pk),
         title=(
             f"Budget {budget.name} ({budget.subject}) is at {state.percent}% of "
-            f"{budget.limit.normalize()} {unit} this {budget.period}: {then}"
+            f"{figure(budget.limit)} {unit} this {budget.period}: {then}"
         ),
         since=since,
         level=level,
@@ -405,5 +410,5 @@ def budget_delete(*, scope: Scope, budget: Budget) -> None:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
-        return str(value.normalize())
+        return figure(value)
     return None if value is None else value if isinstance(value, int) else str(value)

@@ -23,6 +23,7 @@ from tess_site.scope import Scope
 from tess_site.terminal_text import plain_lines
 
 from . import selectors
+from .budgets import figure
 from .models import Budget, InboxItem, Session, SessionStatus
 from .terminate import SessionNotRunning
 from .wakeups import DELIVER_INBOX_ITEM, RUN_APPROVED_TURN, wake_on_commit
@@ -44,7 +45,7 @@ def over_budget_request(
             target_id=str(session.pk),
             parameters={"kind": kind, "text": text, "keys": keys, "budget_id": budget.pk},
             session_id=str(session.pk),
-            reason=f"Budget {budget.name} has reached its limit of {budget.limit.normalize()} this {budget.period}.",
+            reason=f"Budget {budget.name} has reached its limit of {figure(budget.limit)} this {budget.period}.",
         )
         record_audit(
             scope,

@@ -289,3 +289,15 @@ def test_a_tenant_admin_sets_a_budget_in_the_admin_and_it_is_audited(cast, clien
     assert AuditEvent.objects.filter(action="budget.created", target_id=str(made.pk)).exists()
     refused = client.post("/admin/sessions_app/budget/add/", {**form, "operator": cast.outsider.pk})
     assert refused.status_code == 200 and Budget.objects.count() == 1  # not a member: the form says so
+
+
+def test_the_usage_page_shows_each_visible_budget_s_state(cast, client, session):
+    budget(cast, session=session, name="held-here", action="require_approval", limit=Decimal(100))
+    budget(cast, operator=cast.teammate, name="teammates-own")
+    spend(session, 120)
+    client.force_login(cast.owner)
+    page = client.get("/usage/").content.decode()
+    assert "held-here" in page and "120 tokens (120%)" in page and "reached: turns and input need an approval" in page
+    assert "teammates-own" not in page
+    client.force_login(cast.auditor)
+    assert "teammates-own" in client.get("/usage/").content.decode()
