@@ -17,7 +17,7 @@ from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
-from ..board import BoardFilters, sessions_filtered
+from ..board import BoardFilters, session_usage, sessions_filtered
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
@@ -130,12 +130,18 @@ class DiscoveredView(ScopedAPIView):
 
 
 class SessionDetailView(ScopedAPIView):
-    @extend_schema(responses=SessionSerializer)
+    @extend_schema(
+        responses=SessionSerializer,
+        description="The session, the caller's `attachment` and its `usage`: `agent` (its runtime's own steps: "
+        "`text` such as `1.20 USD`, or `unknown` for a runtime that reports none, never 0; `tokens`, `steps`) and "
+        "`tess` (Tess's own model turns in it, or null).",
+    )
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.access_session(scope=self.scope, session_id=session_id)
         body = dict(SessionSerializer(session).data)
         attachment = selectors.attachment_of(scope=self.scope, session=session)
         body["attachment"] = AttachmentSerializer(attachment).data if attachment is not None else None
+        body["usage"] = session_usage(session=session)
         return Response(body)
 
 

@@ -145,3 +145,15 @@ def test_a_recorded_turn_moves_the_prometheus_counters(
         before, "tess_usage_cost_total", **labels, currency="EUR"
     )
     assert cost == pytest.approx(float(row.cost))
+
+
+def test_the_session_says_its_agent_s_usage_and_tess_s_turns_apart(cast, api_as, session, chat_standin):
+    body = api_as(cast.owner).get(f"/api/v1/sessions/{session.pk}/").json()
+    assert body["usage"] == {"agent": {"text": "unknown", "steps": 0, "tokens": None}, "tess": None}
+    with override_settings(**model_settings(chat_standin, "gpt-priced", stream=False)):
+        turn(api_as(cast.owner), session, "how is it going?")
+    row = UsageRecord.objects.get(session=session)
+    usage = api_as(cast.owner).get(f"/api/v1/sessions/{session.pk}/").json()["usage"]
+    assert usage["agent"]["text"] == "unknown"  # the runtime reports nothing: Tess's turn is not the agent's
+    tokens = row.input_tokens + row.output_tokens + row.cache_read_tokens
+    assert usage["tess"] == {"text": "< 0.01 EUR", "steps": 1, "tokens": tokens}
