@@ -16,7 +16,7 @@ from tess_site.scope import Scope
 from .models import Approval, Card
 
 # The kinds, in the order the inbox lists them.
-KINDS = ("approval_to_decide", "session_waiting", "card", "approval_requested")
+KINDS = ("approval_to_decide", "session_waiting", "card", "budget", "approval_requested")
 
 # (scope) -> the items of that kind the scope's actor has; read through the source app's own selectors.
 InboxSource = Callable[[Scope], list[dict[str, Any]]]

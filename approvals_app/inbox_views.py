@@ -27,6 +27,7 @@ SECTIONS = [
     ("approval_to_decide", "Approvals for you to decide"),
     ("session_waiting", "Sessions waiting for your input"),
     ("card", "Cards to confirm"),
+    ("budget", "Budgets near or at their limit"),
     ("approval_requested", "Approvals you requested"),
 ]
 CHANNEL_LABELS = {

@@ -32,6 +32,9 @@ class ModelError(TessError):
     code = "model_error"
     status_code: int = status.HTTP_502_BAD_GATEWAY
     default_message = "The model failed to answer."
+    # What the failed call had consumed when the model had already started answering (reported, or estimated);
+    # None when it was refused before answering.
+    usage: ModelUsage | None = None
 
 
 class ModelTimeout(ModelError):
@@ -314,12 +317,12 @@ class OpenAICompatibleAdapter:
         arguments: dict[str, Any] = {"model": self.model, "messages": request.prompt.messages()}
         if self.reasoning_effort != "none":
             arguments["reasoning_effort"] = self.reasoning_effort
-        # What has been handed on so far, kept for a stop; a stop seen between pieces ends the stream here, one
-        # seen while the model is silent shuts its connection down (``cancellable_call``).
-        shown: list[str] = []
+        # What has been handed on so far and what the model reported, kept for a stop or a failure; a stop seen
+        # between pieces ends the stream here, one seen while the model is silent shuts its connection down
+        # (``cancellable_call``).
+        progress = _Progress(arguments["messages"])
 
         def relay(piece: str) -> None:
-            shown.append(piece)
             if request.on_delta is not None:
                 request.on_delta(piece)
             if request.cancel is not None and request.cancel.is_set():
@@ -331,46 +334,106 @@ class OpenAICompatibleAdapter:
                 with cancellable_call(request.cancel) as call:
                     if request.cancel is not None and request.cancel.is_set():
                         raise _StopNow()
-                    text = self._streamed(client, arguments, relay) if self.stream else self._whole(client, arguments)
+                    if self.stream:
+                        text, usage = self._streamed(client, arguments, relay, progress)
+                    else:
+                        text, usage = self._whole(client, arguments)
             except (_StopNow, openai.OpenAIError, httpx2.HTTPError) as exc:
                 if request.cancel is not None and request.cancel.is_set():
-                    raise ModelStopped("".join(shown)) from exc
+                    raise progress.stopped() from exc
                 raise
             if call.cancelled:  # the shut-down connection read as the stream's end
-                raise ModelStopped("".join(shown))
+                raise progress.stopped()
         except openai.APITimeoutError as exc:
-            raise ModelTimeout(details={"adapter": self.name}) from exc
-        except openai.APIConnectionError as exc:
-            raise ModelUnavailable(details={"adapter": self.name}) from exc
+            raise progress.spent(ModelTimeout(details={"adapter": self.name})) from exc
+        except (openai.APIConnectionError, httpx2.HTTPError) as exc:  # the SDK's httpx2: a stream broken mid-way
+            raise progress.spent(ModelUnavailable(details={"adapter": self.name})) from exc
         except openai.APIStatusError as exc:
             raise ModelError(
                 f"The model endpoint answered with status {exc.status_code}.",
                 details={"adapter": self.name, "status": exc.status_code},
             ) from exc
         except openai.OpenAIError as exc:
-            raise ModelError(details={"adapter": self.name, "error": type(exc).__name__}) from exc
+            error = ModelError(details={"adapter": self.name, "error": type(exc).__name__})
+            raise progress.spent(error) from exc
         if not text.strip():
             raise ModelError("The model returned an empty answer.", details={"adapter": self.name})
-        return ModelReply(text=text, adapter=self.name, model=self.model)
+        return ModelReply(text=text, adapter=self.name, model=self.model, usage=usage)
 
     @staticmethod
-    def _whole(client: Any, arguments: dict[str, Any]) -> str:
+    def _whole(client: Any, arguments: dict[str, Any]) -> tuple[str, ModelUsage | None]:
         completion = client.chat.completions.create(**arguments)
+        usage = usage_reported(getattr(completion, "usage", None))
         if not completion.choices:
-            return ""
-        return str(completion.choices[0].message.content or "")
+            return "", usage
+        return str(completion.choices[0].message.content or ""), usage
 
     @staticmethod
-    def _streamed(client: Any, arguments: dict[str, Any], on_delta: Callable[[str], None] | None) -> str:
-        parts: list[str] = []
-        with client.chat.completions.create(**arguments, stream=True) as stream:
+    def _streamed(
+        client: Any, arguments: dict[str, Any], on_delta: Callable[[str], None] | None, progress: _Progress
+    ) -> tuple[str, ModelUsage | None]:
+        # Streamed usage comes in a last chunk with no choices, only when asked for.
+        options = {"stream_options": {"include_usage": True}}
+        with client.chat.completions.create(**arguments, stream=True, **options) as stream:
             for chunk in stream:
+                progress.usage = usage_reported(getattr(chunk, "usage", None)) or progress.usage
                 for choice in chunk.choices:
                     if choice.delta is not None and choice.delta.content:
-                        parts.append(choice.delta.content)
+                        progress.parts.append(choice.delta.content)
                         if on_delta is not None:
                             on_delta(choice.delta.content)
-        return "".join(parts)
+        return "".join(progress.parts), progress.usage
+
+
+@dataclass
+class _Progress:
+    """How far a streamed call got: what a call that fails half-way had consumed."""
+
+    messages: list[dict[str, str]]
+    parts: list[str] = field(default_factory=list)
+    usage: ModelUsage | None = None
+
+    def spent(self, error: ModelError) -> ModelError:
+        """``error``, with the usage the model reported, or an estimate once it had started answering."""
+        if self.usage is not None:
+            error.usage = self.usage
+        elif self.parts:
+            error.usage = usage_estimate(self.messages, "".join(self.parts))
+        return error
+
+    def stopped(self) -> ModelStopped:
+        """The stop of a call that had handed on ``parts``, with what it had consumed (as ``spent``)."""
+        stop = ModelStopped("".join(self.parts))
+        self.spent(stop)
+        return stop
+
+
+def usage_estimate(messages: list[dict[str, str]], text: str) -> ModelUsage:
+    """A call's usage when the model reported none: about four characters a token (the usual rule of thumb
+    for English text and code), marked ``estimated``."""
+    prompt_chars = sum(len(m.get("content") or "") for m in messages)
+    return ModelUsage(input_tokens=-(-prompt_chars // 4), output_tokens=-(-len(text) // 4), source="estimated")
+
+
+def usage_reported(usage: Any) -> ModelUsage | None:
+    """A chat completion's ``usage`` (prompt, completion, cached and reasoning tokens) as ``ModelUsage``.
+
+    ``prompt_tokens`` includes the cached ones, which are billed apart: they are split out as cache reads.
+    Reasoning tokens are part of ``completion_tokens`` already and are kept only for the record."""
+    if usage is None:
+        return None
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(prompt_details, "cached_tokens", 0) or 0) if prompt_details is not None else 0
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    reasoning = int(getattr(completion_details, "reasoning_tokens", 0) or 0) if completion_details is not None else 0
+    return ModelUsage(
+        input_tokens=max(prompt - cached, 0),
+        output_tokens=completion,
+        cache_read_tokens=min(cached, prompt),
+        reasoning_tokens=reasoning,
+    )
 
 
 register_model_adapter(DeterministicAdapter.name, DeterministicAdapter)

@@ -198,3 +198,6 @@ class UsageRecordAdmin(_ReadOnlyTenantAdmin):
     search_fields = ["source_ref", "operator__username", "session__title"]
     list_select_related = ["tenant", "operator", "session"]
     date_hierarchy = "recorded_at"
+
+
+from . import budget_admin  # noqa: E402,F401  (registers the Budget admin)

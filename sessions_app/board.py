@@ -14,7 +14,19 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import CharField, Count, DecimalField, IntegerField, Max, Min, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import (
+    CharField,
+    Count,
+    DecimalField,
+    F,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import Cast, Coalesce
 
 from approvals_app.approval_selectors import approvals_restrict
@@ -71,7 +83,8 @@ def _pending(rows: QuerySet[Any]) -> Coalesce:
 
 def _usage(aggregate: Any, output: Any, *, costed: bool = False) -> Subquery:
     """One sum over the session's usage day rows (``costed``: only the rows with a cost)."""
-    rows = UsageDay.objects.filter(session=OuterRef("pk"))
+    # The agent's own steps: Tess's model turns in the session are the drawer's, not the runtime's.
+    rows = UsageDay.objects.filter(session=OuterRef("pk"), provider_instance=OuterRef("provider_instance"))
     if costed:
         rows = rows.exclude(currency="")
     return Subquery(rows.order_by().values("session").annotate(v=aggregate).values("v")[:1], output_field=output)
@@ -133,12 +146,21 @@ def _reports_usage(instance: str) -> bool:
 def usage_text(session: Session) -> str:
     """What the session's agent has cost so far, as the board shows it: a figure in its currency, with the
     steps no price was known for; "unknown" for a runtime that reports no usage (never 0)."""
-    steps = getattr(session, "usage_steps", None) or 0
+    return usage_words(
+        reports_usage=_reports_usage(session.provider_instance),
+        steps=getattr(session, "usage_steps", None) or 0,
+        unpriced=getattr(session, "usage_unpriced", None) or 0,
+        cost=getattr(session, "usage_cost", None),
+        currency=getattr(session, "usage_currency", None),
+        first=getattr(session, "usage_currency_first", None),
+    )
+
+
+def usage_words(
+    *, reports_usage: bool, steps: int, unpriced: int, cost: Decimal | None, currency: str | None, first: str | None
+) -> str:
     if not steps:
-        return "—" if _reports_usage(session.provider_instance) else "unknown"
-    unpriced = getattr(session, "usage_unpriced", None) or 0
-    currency, first = getattr(session, "usage_currency", None), getattr(session, "usage_currency_first", None)
-    cost: Decimal | None = getattr(session, "usage_cost", None)
+        return "—" if reports_usage else "unknown"
     if currency and currency != first:
         text = "several currencies"
     elif currency and cost is not None:
@@ -149,6 +171,37 @@ def usage_text(session: Session) -> str:
     if unpriced:
         text += f"{' + ' if text else ''}{_counted(unpriced, 'unpriced step')}"
     return text
+
+
+def _usage_of(rows: QuerySet[UsageDay], *, reports_usage: bool) -> dict[str, Any]:
+    sums = rows.aggregate(
+        steps=Sum("steps"),
+        unpriced=Sum("unpriced_steps"),
+        tokens=Sum(F("input_tokens") + F("output_tokens") + F("cache_read_tokens") + F("cache_write_tokens")),
+    )
+    costed = rows.exclude(currency="").aggregate(cost=Sum("cost"), last=Max("currency"), first=Min("currency"))
+    steps = sums["steps"] or 0
+    words = usage_words(
+        reports_usage=reports_usage,
+        steps=steps,
+        unpriced=sums["unpriced"] or 0,
+        cost=costed["cost"],
+        currency=costed["last"],
+        first=costed["first"],
+    )
+    return {"text": words, "steps": steps, "tokens": sums["tokens"] if steps or reports_usage else None}
+
+
+def session_usage(*, session: Session) -> dict[str, Any]:
+    """The drawer header's usage of one session: its agent's (the runtime's own steps; ``unknown`` where the
+    runtime reports none, never 0), and Tess's own model turns in it (``None`` when there were none)."""
+    rows = UsageDay.objects.filter(session=session)
+    agent = _usage_of(
+        rows.filter(provider_instance=session.provider_instance),
+        reports_usage=_reports_usage(session.provider_instance),
+    )
+    tess = _usage_of(rows.exclude(provider_instance=session.provider_instance), reports_usage=True)
+    return {"agent": agent, "tess": tess if tess["steps"] else None}
 
 
 def board_row(session: Session) -> dict[str, Any]:

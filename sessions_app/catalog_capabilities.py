@@ -42,6 +42,8 @@ BOOTSTRAP_TARGET = "runtime_command"
 
 def inbox_enqueue(scope: Scope, *, session_id: object, text: str) -> dict[str, Any]:
     item = services.message_enqueue(scope=scope, session_id=session_id, text=text)
+    if isinstance(item, Approval):  # held over a budget until approved
+        return {"inbox_id": None, "state": "awaiting_approval", "approval_id": str(item.pk)}
     return {"inbox_id": item.pk, "state": item.state}
 
 

@@ -45,7 +45,7 @@ from django.utils import timezone
 from rest_framework import status
 
 from approvals_app.handoffs import handoff_create, result_text
-from approvals_app.models import Handoff
+from approvals_app.models import Approval, Handoff
 from memory_app.errors import MemoryUnavailable
 from memory_app.plugin.registry import operator_memory_plugin
 from memory_app.services import Recall, memory_propose_once, memory_scope_for, recall_for_prompt
@@ -57,9 +57,11 @@ from providers_app.model_adapters import (
     ModelReply,
     ModelRequest,
     ModelStopped,
+    ModelUsage,
     get_model_adapter,
 )
 from providers_app.registry import get_provider
+from tess_site.accounts.selectors import roles_for
 from tess_site.audit.services import record_audit
 from tess_site.errors import (
     Forbidden,
@@ -69,22 +71,26 @@ from tess_site.errors import (
     database_unavailable,
     envelope,
 )
-from tess_site.scope import Role, Scope
+from tess_site.scope import Channel, Role, Scope
 from tess_site.tool_policy import tool_policy_check
 from tess_site.transactions import commit_without_flush_wait, connection_release
 
 from . import selectors, stream
+from .budgets import Admission, budget_admit
 from .conversation import PendingSummary, conversation_build, conversation_summary_store, summarised_line
 from .gateway_intent import Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
 from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
-from .models import Session, SessionEvent, TurnRun
+from .models import Budget, Session, SessionEvent, TurnRun
+from .over_budget import ACTION as OVER_BUDGET_ACTION
+from .over_budget import over_budget_request
 from .replies import ReplyDeltas, ReplyProgress
 from .services import session_terminate
 from .terminate import ACTION as TERMINATE_ACTION
 from .turn_stop import stop_watch
+from .usage import usage_record
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +122,10 @@ class TurnResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     system_lines: list[tuple[str, str]] = field(default_factory=list)  # (code, text)
     summary: PendingSummary | None = None  # a conversation summary made while thinking, stored with the turn
+    usage: ModelUsage | None = None  # what the model call consumed (reported or estimated), for the ledger
+    model: str = ""
+    model_adapter: str = ""  # the adapter that consumed it (the ledger's provider), even when a fallback answered
+    over_budget: Budget | None = None  # the require_approval budget this turn became an approval under
     error: TessError | None = None
     stopped: bool = False  # stopped while answering: ``reply`` is the text shown by then
 
@@ -168,6 +178,7 @@ def turn_handle(
     text: str,
     finish: TurnFinish | None = None,
     progress: ReplyProgress | None = None,
+    over_budget_approved: bool = False,
 ) -> TurnResult:
     """Handle one turn of ``scope``'s actor in a session; raise only for a turn that is not accepted at all
     (404, 403, 400), or that could not be written (503).
@@ -177,6 +188,9 @@ def turn_handle(
     that writes the turn (the REST view stores its idempotency outcome there, Discord queues its reply), so
     the turn and what its channel records about it commit together. ``progress`` sees the reply grow (a
     channel that shows it its own way: Discord); it is closed before the turn is written.
+
+    A turn that would ask the model while a ``require_approval`` budget of it has reached its limit becomes an
+    approval request instead (``budgets``); ``over_budget_approved`` runs the turn such a request approved.
     """
     actor = scope.actor
     if actor is None:
@@ -192,10 +206,20 @@ def turn_handle(
         _check_turn(scope, session, text)
         intent = classify(text)
         result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
+        answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
+        admission = _admit(session, actor.pk) if answering and not over_budget_approved else Admission()
+        if admission.blocked_by is not None:
+            result.over_budget, answering = admission.blocked_by, False
         TurnRun.objects.create(
-            turn_id=result.turn_id, session=session, actor=actor, channel=scope.channel.value, text=text
+            turn_id=result.turn_id,
+            session=session,
+            actor=actor,
+            channel=scope.channel.value,
+            text=text,
+            reserved_tokens=admission.tokens,
+            reserved_cost=admission.cost,
+            reserved_currency=admission.currency,
         )
-    answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
     try:
         if abandoned:  # before this turn is written, so a retry finds the failed attempt in the stream first
             turns_fail_abandoned()
@@ -223,6 +247,7 @@ def turn_handle(
                 events_append(session_id=session.pk, items=_turn_out(result))
                 # The session row stays locked until commit, so nothing else interleaves with this turn's events.
                 rows = list(SessionEvent.objects.filter(session_id=session.pk, seq__gte=first.seq).order_by("seq"))
+            _usage_write(session, actor.pk, result)  # with the running turn's reservation gone: counted once
             _audit(scope, session, intent, result)
             result.events = [stream.frame(seq=e.seq, kind=e.kind, ts=e.ts.isoformat(), body=e.body) for e in rows]
             if finish is not None:
@@ -231,6 +256,60 @@ def turn_handle(
         _forget(result.turn_id)
         raise
     return result
+
+
+def _admit(session: Session, actor_id: int) -> Admission:
+    """The budgets' word on a model turn (locks them until this transaction commits); a model adapter that
+    reports no usage reserves nothing."""
+    adapter = get_model_adapter()
+    model = str(getattr(adapter, "model", "")) if adapter.name != DeterministicAdapter.name else None
+    return budget_admit(session=session, operator_id=actor_id, model=model)
+
+
+def _usage_write(session: Session, actor_id: int, result: TurnResult) -> None:
+    """The turn's model call in the usage ledger (source ``turn:<id>``), by the turn's actor."""
+    usage = result.usage
+    if usage is None:
+        return
+    step = {
+        "ref": f"turn:{result.turn_id}",
+        "model": result.model,
+        "input": usage.input_tokens,
+        "output": usage.output_tokens,
+        "cache_read": usage.cache_read_tokens,
+        "cache_write": usage.cache_write_tokens,
+        "cost": usage.cost,
+        "currency": usage.currency,
+        "source": usage.source,
+    }
+    usage_record(session=session, steps=[step], operator_id=actor_id, provider=result.model_adapter)
+
+
+def turn_run_approved(*, approval_id: str) -> TurnResult | None:
+    """Run the turn held by the executed over-budget approval ``approval_id``, as its requester asked it, past
+    the budget that held it. Its answer reaches the session's stream; a failure there is logged."""
+    approval = (
+        Approval.objects.select_related("tenant", "requester")
+        .filter(pk=approval_id, action=OVER_BUDGET_ACTION, consumed_at__isnull=False)
+        .first()
+    )
+    if approval is None or not isinstance(approval.parameters, dict) or approval.parameters.get("kind") != "turn":
+        return None
+    scope = Scope(
+        tenant=approval.tenant,
+        actor=approval.requester,
+        channel=Channel(approval.channel),
+        correlation_id=approval.correlation_id or "-",
+        session=approval.target_id,
+        roles=roles_for(user=approval.requester, tenant=approval.tenant),  # as they are now, not when asked
+    )
+    try:
+        return turn_handle(
+            scope=scope, session_id=approval.target_id, text=str(approval.parameters["text"]), over_budget_approved=True
+        )
+    except TessError as exc:
+        logger.warning("the approved turn of approval %s was not run: %s", approval_id, exc.code)
+        return None
 
 
 def _summary_line(session: Session, result: TurnResult) -> list[tuple[stream.EventKind, Any]]:
@@ -511,12 +590,17 @@ def _think(
         reply = adapter.complete(request)
         deltas.flush()
         result.grounded = recall.recalled_count > 0
+        result.usage, result.model, result.model_adapter = reply.usage, reply.model, adapter.name
     except ModelStopped as exc:
         deltas.flush()  # everything the model gave was shown: the turn keeps exactly that
         result.stopped = True
         result.grounded = recall.recalled_count > 0 and bool(exc.text)
+        # What the stopped call had consumed (reported, or estimated once it had answered) is still spent.
+        result.usage, result.model, result.model_adapter = exc.usage, str(getattr(adapter, "model", "")), adapter.name
         reply = ModelReply(text=exc.text, adapter=adapter.name, model="")
     except ModelError as exc:
+        # A call refused before the model answered carries no usage; one broken or stopped half-way does.
+        result.usage, result.model, result.model_adapter = exc.usage, str(getattr(adapter, "model", "")), adapter.name
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.
         bare = prompt_assemble(text=text, retrieved=retrieved, live=live, conversation=conversation.messages)
         reply = DeterministicAdapter().complete(ModelRequest(prompt=bare, intent=intent.cls.value, live=live))
@@ -529,7 +613,9 @@ def _think(
 
 def _act(scope: Scope, session: Session, intent: Intent, text: str, result: TurnResult) -> None:
     try:
-        if intent.cls is IntentClass.MEMORY:
+        if result.over_budget is not None:
+            _over_budget(scope, session, result.over_budget, text, result)
+        elif intent.cls is IntentClass.MEMORY:
             _memory_card(scope, session, intent, result)
         elif intent.cls is IntentClass.APPROVAL and intent.tool:
             _tool_request(scope, session, intent, result)
@@ -588,6 +674,23 @@ def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> No
     result.reply = (
         f"Terminating this session needs an approver's decision. I asked for approval {approval.id}; it expires "
         f"at {approval.expires_at:%H:%M} UTC. Nothing happens until an approver approves."
+    )
+
+
+def _over_budget(scope: Scope, session: Session, budget: Budget, text: str, result: TurnResult) -> None:
+    approval = over_budget_request(scope=scope, session=session, budget=budget, kind="turn", text=text)
+    result.approvals.append(
+        {
+            "id": str(approval.id),
+            "action": approval.action,
+            "status": approval.status,
+            "expires_at": approval.expires_at.isoformat(),
+        }
+    )
+    result.reply = (
+        f"Budget {budget.name} has reached its limit, so this turn needs an approver's decision. I asked for "
+        f"approval {approval.id}; it expires at {approval.expires_at:%H:%M} UTC. Nothing was sent to the model; "
+        "once approved, this turn runs and its answer appears here."
     )
 
 

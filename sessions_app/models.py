@@ -345,6 +345,11 @@ class TurnRun(models.Model):
     # Set by a Stop (``turn_stop``), on whichever node it arrives: the durable half of the stop, which the
     # turn's own process reads when it starts waiting on the model and when it writes the turn.
     stop_requested_at = models.DateTimeField(null=True, blank=True)
+    # What the turn may spend, held against the budgets it was admitted under until its usage is written
+    # (``budgets.budget_admit``): zero when no budget applied.
+    reserved_tokens = models.PositiveBigIntegerField(default=0)
+    reserved_cost = models.DecimalField(max_digits=18, decimal_places=8, default=0)
+    reserved_currency = models.CharField(max_length=3, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["started_at"])]
@@ -357,6 +362,7 @@ class CostSource(models.TextChoices):
     REPORTED = "reported", "reported by the runtime or the model API"
     PRICED = "priced", "priced by Tess from its price table"
     UNPRICED = "unpriced", "tokens known, no price for the model"
+    ESTIMATED = "estimated", "a stopped or broken call that reported nothing: tokens estimated, then priced"
 
 
 class UsageRecord(models.Model):
@@ -387,7 +393,7 @@ class UsageRecord(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "source_ref"], name="usage_one_row_per_source_step"),
             models.CheckConstraint(
-                condition=Q(cost__isnull=True) | Q(cost_source__in=["reported", "priced"]),
+                condition=Q(cost__isnull=True) | Q(cost_source__in=["reported", "priced", "estimated"]),
                 name="usage_cost_only_when_known",
             ),
         ]
@@ -422,7 +428,10 @@ class UsageDay(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["session", "day", "model", "currency"], name="usage_day_one_row_per_key")
+            models.UniqueConstraint(
+                fields=["session", "day", "model", "currency", "operator", "provider_instance"],
+                name="usage_day_one_row_per_key",
+            )
         ]
         indexes = [models.Index(fields=["tenant", "day"]), models.Index(fields=["tenant", "operator", "day"])]
 
@@ -456,3 +465,82 @@ class ConversationSummary(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} summary of #{self.first_seq}-#{self.last_seq}"
+
+
+class BudgetPeriod(models.TextChoices):
+    DAY = "day", "day"
+    WEEK = "week", "week (from Monday)"
+    MONTH = "month", "month"
+
+
+class BudgetMetric(models.TextChoices):
+    COST = "cost", "cost"
+    TOKENS = "tokens", "tokens"
+
+
+class BudgetAction(models.TextChoices):
+    NOTIFY = "notify", "notify only"
+    REQUIRE_APPROVAL = "require_approval", "require an approval for further turns and input"
+
+
+class Budget(models.Model):
+    """A limit on the ledger over a period (a day, a week from Monday, a month, in the tenant's time zone): for
+    the whole tenant, one operator (their sessions and their turns), or one session; in cost (one currency)
+    or tokens (all four kinds). At 80 % the owner is told once per period; at 100 % ``action`` applies.
+    Tenant admins set budgets in the admin; changes are audited."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    period = models.CharField(max_length=8, choices=BudgetPeriod.choices, default=BudgetPeriod.MONTH)
+    metric = models.CharField(max_length=8, choices=BudgetMetric.choices, default=BudgetMetric.COST)
+    currency = models.CharField(max_length=3, blank=True, help_text="For a cost budget: the currency counted.")
+    limit = models.DecimalField(max_digits=18, decimal_places=4)
+    action = models.CharField(max_length=16, choices=BudgetAction.choices, default=BudgetAction.NOTIFY)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(operator__isnull=True) | Q(session__isnull=True), name="budget_one_subject"
+            ),
+            models.CheckConstraint(condition=Q(limit__gt=0), name="budget_limit_positive"),
+            models.CheckConstraint(
+                condition=(Q(metric="cost") & ~Q(currency="")) | (Q(metric="tokens") & Q(currency="")),
+                name="budget_currency_only_for_cost",
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def subject(self) -> str:
+        if self.session_id:
+            return f"session {self.session_id}"
+        if self.operator_id:
+            return f"operator {self.operator}"
+        return "tenant"
+
+
+class BudgetNotice(models.Model):
+    """A budget reached 80 % or 100 % in one period: written once (unique), it is the owner's inbox item for
+    that period and the proof the notice was given."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="notices")
+    period_start = models.DateTimeField()
+    level = models.PositiveSmallIntegerField()  # 80 or 100
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["budget", "period_start", "level"], name="budget_notice_once_per_period")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget} at {self.level}%"

@@ -48,6 +48,7 @@ from tess_site.leases import LeaseLost, LeaseState, claim, complete, fail, reque
 from tess_site.scope import Channel, Role, Scope
 
 from . import agent_state, events, selectors, stream
+from .budgets import budget_blocking
 from .inbox_source import announce_waiting
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit, checkpoint_body, checkpoint_capture_text, ended_text
@@ -60,6 +61,7 @@ from .models import (
     Session,
     SessionStatus,
 )
+from .over_budget import over_budget_request
 from .scopes import system_scope
 from .terminate import terminate_request
 from .usage import usage_record
@@ -279,11 +281,13 @@ def session_detach(*, scope: Scope, session_id: object, finish: Finish[int] = No
 # --- raw messages: queued to the inbox, delivered by a task ---------------------------------------------
 
 
-def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool = False) -> InboxItem:
+def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool = False) -> InboxItem | Approval:
     """Queue raw input for the runtime. Needs a live interactive attachment of the caller.
 
     ``keys``: a terminal's keystrokes, typed exactly as they are (no Enter added); only a provider whose
     sessions are terminals takes them (``capability_unsupported`` otherwise, before anything is queued).
+    While a ``require_approval`` budget of the session has reached its limit, the input is held in an
+    approval request instead (returned), and delivered once approved.
     """
     if not text or len(text) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"A message has 1 to {MAX_MESSAGE_CHARS} characters.", details={"field": "text"})
@@ -300,6 +304,10 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool =
         raise AttachmentRequired()
     heartbeat_require_fresh(session.provider_instance)  # 503 now, rather than a queued item that cannot go
     assert scope.actor is not None
+    # What the runtime spends on this input is its owner's (the ledger's operator of runtime steps).
+    over = budget_blocking(session=session, operator_id=session.owner_id)
+    if over is not None:
+        return over_budget_request(scope=scope, session=session, budget=over, kind="message", text=text, keys=keys)
     with transaction.atomic():
         RuntimeAttachment.objects.filter(pk=attachment.pk).update(last_activity_at=timezone.now())
         item = InboxItem.objects.create(

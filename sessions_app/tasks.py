@@ -17,11 +17,11 @@ from providers_app.contract import ProviderUnavailable
 from tess_site.leases import new_worker_id
 
 from . import services
-from .gateway import turns_fail_abandoned
+from .gateway import turn_run_approved, turns_fail_abandoned
 from .idempotency import idempotency_purge
 from .lifecycle import capture_deliver, capture_requeue_due
 from .outbox import outbox_deliver
-from .wakeups import DELIVER_CAPTURE_ITEM, DELIVER_INBOX_ITEM, DELIVER_OUTBOX_ITEM
+from .wakeups import DELIVER_CAPTURE_ITEM, DELIVER_INBOX_ITEM, DELIVER_OUTBOX_ITEM, RUN_APPROVED_TURN
 
 logger = logging.getLogger(__name__)
 
@@ -94,3 +94,9 @@ def deliver_outbox_item(item_id: int) -> bool:
 def deliver_capture_item(item_id: int) -> bool:
     """Put one lifecycle capture into its person's operational memory, if no other worker holds it."""
     return capture_deliver(item_id=item_id, worker=new_worker_id())
+
+
+@shared_task(name=RUN_APPROVED_TURN, ignore_result=True)
+def run_approved_turn(approval_id: str) -> None:
+    """Run the turn an over-budget approval held (``over_budget``), once its execution has committed."""
+    turn_run_approved(approval_id=approval_id)

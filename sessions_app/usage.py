@@ -11,53 +11,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.db.models import F, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from tess_site.metrics import USAGE_COST, USAGE_TOKENS
 from tess_site.scope import Scope
 
+from .budgets import budgets_after_usage
 from .models import CostSource, Session, UsageDay, UsageRecord
+from .prices import PER, TOKEN_KINDS, Price, price_table
 from .selectors import usage_days_restrict
 
-TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
-PER = Decimal(1_000_000)
-
-
-@dataclass(frozen=True)
-class Price:
-    per_million: dict[str, Decimal]
-    currency: str
-
-
-def price_table() -> dict[str, Price]:
-    """``TESS_MODEL_PRICES`` checked: every price a non-negative decimal, a three-letter currency."""
-    table: dict[str, Price] = {}
-    raw = settings.TESS_MODEL_PRICES
-    if not isinstance(raw, dict):
-        raise ImproperlyConfigured("TESS_MODEL_PRICES must be an object of models.")
-    for model, entry in raw.items():
-        if not isinstance(entry, dict):
-            raise ImproperlyConfigured(f"TESS_MODEL_PRICES[{model!r}] must be an object.")
-        currency = entry.get("currency", "USD")
-        if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
-            raise ImproperlyConfigured(f"TESS_MODEL_PRICES[{model!r}]['currency'] must be a code such as USD.")
-        prices: dict[str, Decimal] = {}
-        for kind in TOKEN_KINDS:
-            try:
-                prices[kind] = Decimal(str(entry.get(kind, "0")))
-            except InvalidOperation:
-                prices[kind] = Decimal(-1)
-            if not prices[kind].is_finite() or prices[kind] < 0:
-                raise ImproperlyConfigured(f"TESS_MODEL_PRICES[{model!r}][{kind!r}] must be a price of 0 or more.")
-        table[str(model)] = Price(prices, currency.upper())
-    return table
+__all__ = ["TOKEN_KINDS", "price_table", "usage_by_session", "usage_chart", "usage_grouped", "usage_record"]
 
 
 def _cost(step: dict[str, Any], table: dict[str, Price]) -> tuple[Decimal | None, str, str]:
@@ -80,25 +51,59 @@ def _when(at: Any) -> datetime:
     return timezone.now()
 
 
-def _day_key(row: UsageRecord) -> tuple[str, str, str]:
-    return (row.recorded_at.astimezone(UTC).date().isoformat(), row.model, row.currency)
+def usage_counted_on_commit(session: Session, rows: list[UsageRecord]) -> None:
+    """Add new ledger rows to the Prometheus counters once they have committed."""
+    if not rows:
+        return
+    tenant = session.tenant.slug
+    tokens: dict[tuple[str, str, str], int] = {}
+    costs: dict[tuple[str, str, str], Decimal] = {}
+    for row in rows:
+        for kind in TOKEN_KINDS:
+            key = (row.provider_instance, row.model, kind)
+            tokens[key] = tokens.get(key, 0) + getattr(row, f"{kind}_tokens")
+        if row.cost is not None:
+            key = (row.provider_instance, row.model, row.currency)
+            costs[key] = costs.get(key, Decimal(0)) + row.cost
+
+    def count() -> None:
+        for (provider, model, kind), value in tokens.items():
+            if value:
+                USAGE_TOKENS.labels(tenant=tenant, provider=provider, model=model, kind=kind).inc(value)
+        for (provider, model, currency), cost in costs.items():
+            USAGE_COST.labels(tenant=tenant, provider=provider, model=model, currency=currency).inc(float(cost))
+
+    transaction.on_commit(count)
 
 
-def usage_record(*, session: Session, steps: Iterable[dict[str, Any]]) -> int:
+def _day_key(row: UsageRecord) -> tuple[str, str, str, int, str]:
+    day = row.recorded_at.astimezone(UTC).date().isoformat()
+    return (day, row.model, row.currency, row.operator_id, row.provider_instance)
+
+
+def usage_record(
+    *, session: Session, steps: Iterable[dict[str, Any]], operator_id: int | None = None, provider: str = ""
+) -> int:
     """Append the steps a runtime reported for ``session`` (``OutputChunk.usage``) and add them to the
     session's day rows; a step whose ``ref`` is already in the ledger is skipped. Call holding the session's
     row lock (the pump's transaction, which also advances its cursor): the lock keeps the check for known
-    refs and the day sums exact. Returns how many steps were new."""
+    refs and the day sums exact. Returns how many steps were new.
+
+    ``operator_id`` and ``provider`` default to the session's owner and provider instance (a runtime's steps);
+    Tess's own model turns name the turn's actor and the model adapter. A ``source`` of ``estimated`` in a
+    step (a stopped or broken model call that reported nothing) is kept as the row's cost source when priced."""
     table = price_table()
     rows: dict[str, UsageRecord] = {}
     for step in steps:
         cost, currency, source = _cost(step, table)
+        if step.get("source") == CostSource.ESTIMATED and source != CostSource.UNPRICED:
+            source = CostSource.ESTIMATED
         ref = str(step["ref"])[:128]
         rows[ref] = UsageRecord(
             tenant_id=session.tenant_id,
             session_id=session.pk,
-            operator_id=session.owner_id,
-            provider_instance=session.provider_instance,
+            operator_id=operator_id or session.owner_id,
+            provider_instance=provider or session.provider_instance,
             model=str(step.get("model") or "")[:128],
             input_tokens=int(step.get("input") or 0),
             output_tokens=int(step.get("output") or 0),
@@ -119,10 +124,10 @@ def usage_record(*, session: Session, steps: Iterable[dict[str, Any]]) -> int:
         del rows[ref]
     new = list(rows.values())
     UsageRecord.objects.bulk_create(new)
-    days: dict[tuple[str, str, str], list[UsageRecord]] = {}
+    days: dict[tuple[str, str, str, int, str], list[UsageRecord]] = {}
     for row in new:
         days.setdefault(_day_key(row), []).append(row)
-    for (day, model, currency), group in days.items():
+    for (day, model, currency, operator, provider_instance), group in days.items():
         sums = {
             "steps": len(group),
             "unpriced_steps": sum(1 for row in group if row.cost_source == CostSource.UNPRICED),
@@ -130,7 +135,14 @@ def usage_record(*, session: Session, steps: Iterable[dict[str, Any]]) -> int:
         }
         costs = [row.cost for row in group if row.cost is not None]
         cost = sum(costs, Decimal(0)) if costs else None
-        updated = UsageDay.objects.filter(session_id=session.pk, day=day, model=model, currency=currency).update(
+        updated = UsageDay.objects.filter(
+            session_id=session.pk,
+            day=day,
+            model=model,
+            currency=currency,
+            operator_id=operator,
+            provider_instance=provider_instance,
+        ).update(
             **{name: F(name) + value for name, value in sums.items()},
             cost=Coalesce(F("cost"), Value(Decimal(0))) + cost if cost is not None else F("cost"),
         )
@@ -138,14 +150,16 @@ def usage_record(*, session: Session, steps: Iterable[dict[str, Any]]) -> int:
             UsageDay.objects.create(
                 tenant_id=session.tenant_id,
                 session_id=session.pk,
-                operator_id=session.owner_id,
-                provider_instance=session.provider_instance,
+                operator_id=operator,
+                provider_instance=provider_instance,
                 model=model,
                 day=day,
                 currency=currency,
                 cost=cost,
                 **sums,
             )
+    usage_counted_on_commit(session, new)
+    budgets_after_usage(session=session, rows=new)
     return len(new)
 
 

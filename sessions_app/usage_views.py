@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from tess_site.accounts.scopes import scope_for_page
 
+from .budgets import budget_states
 from .usage import SESSION_SORTS, usage_by_session, usage_chart
 
 DEFAULT_DAYS = 30
@@ -78,6 +79,8 @@ def usage_page(request: HttpRequest) -> HttpResponse:
         "sorts": list(SESSION_SORTS),
         "chart": usage_chart(scope=scope, stack_by=stack_by, since=since, until=until),
         "rows": usage_by_session(scope=scope, since=since, until=until, sort=sort),
+        "budgets": budget_states(scope=scope),
+        "time_zone": scope.tenant.time_zone,
         "window": f"since={since.isoformat()}&until={until.isoformat()}",
     }
     return render(request, "tess/usage.html", context)

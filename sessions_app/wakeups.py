@@ -14,6 +14,7 @@ from tess_site.tasks import enqueue_on_commit
 DELIVER_INBOX_ITEM = "sessions_app.tasks.deliver_inbox_item"
 DELIVER_OUTBOX_ITEM = "sessions_app.tasks.deliver_outbox_item"
 DELIVER_CAPTURE_ITEM = "sessions_app.tasks.deliver_capture_item"
+RUN_APPROVED_TURN = "sessions_app.tasks.run_approved_turn"
 
 
 def wake_on_commit(task_name: str, *args: object) -> None:

@@ -15,12 +15,15 @@ from tess_site.refs import register_reference_resolver
 
 from . import pump, selectors
 from .approval_brief import describe_terminate
+from .budgets import budgets_waiting
 from .catalog_capabilities import register as register_catalog_capabilities
 from .gateway import post_handoff_event
 from .inbox_source import sessions_waiting
 from .lifecycle import post_capture_event, wake_capture_item
 from .models import CaptureItem, InboxItem, OutboxItem
 from .outbox import wake_outbox_item
+from .over_budget import ACTION as OVER_BUDGET
+from .over_budget import describe_over_budget, execute_over_budget
 from .services import wake_inbox_item
 from .terminate import ACTION, bind_terminate_parameters, execute_terminate, post_approval_event
 
@@ -35,11 +38,16 @@ def connect() -> None:
     register_action_executor(ACTION, execute_terminate, bind_parameters=bind_terminate_parameters)
     register_approval_observer(post_approval_event)
     register_action_describer(ACTION, describe_terminate)
+    # A turn or input a require_approval budget stopped runs once an approver approves it.
+    register_action_executor(OVER_BUDGET, execute_over_budget)
+    register_action_describer(OVER_BUDGET, describe_over_budget)
     register_handoff_observer(post_handoff_event)
     # seed 000: every operational-memory capture shows in its session's stream (ids only).
     register_capture_observer(post_capture_event)
     # The inbox's "sessions waiting for your input" part (reads Session.agent_state where the model has it).
     register_inbox_source("sessions", sessions_waiting)
+    # Budgets of the person at 80 % or 100 % this period.
+    register_inbox_source("budgets", budgets_waiting)
     # The durable inbox/state hooks, session counts, Discord status and runtime bootstrap in the catalog.
     register_catalog_capabilities()
 

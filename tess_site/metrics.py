@@ -99,6 +99,19 @@ APPROVAL_TRANSITIONS = Counter(
     ["to"],
 )
 
+# --- the usage ledger (sessions_app.usage, after the rows commit) ------------------------------------------------
+
+USAGE_TOKENS = Counter(
+    "tess_usage_tokens",
+    "Tokens recorded in the usage ledger, by tenant, provider (instance or model adapter), model and kind.",
+    ["tenant", "provider", "model", "kind"],  # kind: input | output | cache_read | cache_write
+)
+USAGE_COST = Counter(
+    "tess_usage_cost",
+    "Cost recorded in the usage ledger (reported, priced or estimated), by tenant, provider, model and currency.",
+    ["tenant", "provider", "model", "currency"],
+)
+
 # --- runtime providers (providers_app.health) --------------------------------------------------------------------
 
 PROVIDER_HEARTBEAT = Gauge(

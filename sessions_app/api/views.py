@@ -11,12 +11,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals_app.api.approval_serializers import ApprovalSerializer
+from approvals_app.models import Approval
 from providers_app.registry import get_provider
 from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
 
 from .. import cutover, selectors, services
-from ..board import BoardFilters, sessions_filtered
+from ..board import BoardFilters, session_usage, sessions_filtered
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
@@ -129,12 +130,18 @@ class DiscoveredView(ScopedAPIView):
 
 
 class SessionDetailView(ScopedAPIView):
-    @extend_schema(responses=SessionSerializer)
+    @extend_schema(
+        responses=SessionSerializer,
+        description="The session, the caller's `attachment` and its `usage`: `agent` (its runtime's own steps: "
+        "`text` such as `1.20 USD`, or `unknown` for a runtime that reports none, never 0; `tokens`, `steps`) and "
+        "`tess` (Tess's own model turns in it, or null).",
+    )
     def get(self, request: Request, session_id: str) -> Response:
         session = selectors.access_session(scope=self.scope, session_id=session_id)
         body = dict(SessionSerializer(session).data)
         attachment = selectors.attachment_of(scope=self.scope, session=session)
         body["attachment"] = AttachmentSerializer(attachment).data if attachment is not None else None
+        body["usage"] = session_usage(session=session)
         return Response(body)
 
 
@@ -239,14 +246,21 @@ class SessionMessagesView(ScopedAPIView):
         request=MessageSerializer,
         responses={
             202: inline_serializer(
-                name="MessageQueued", fields={"inbox_id": serializers.IntegerField(), "state": serializers.CharField()}
+                name="MessageQueued",
+                fields={
+                    "inbox_id": serializers.IntegerField(allow_null=True),
+                    "state": serializers.CharField(),
+                    "approval": serializers.DictField(required=False),
+                },
             )
         },
         parameters=[IDEMPOTENCY_PARAMETER],
         description="Raw input to the runtime (keys into tmux), queued and delivered by a worker, once per "
         "`Idempotency-Key`: `text` is typed, then Enter; with `keys: true` it is typed exactly as it is (a "
         "terminal's keystrokes; terminals only, `capability_unsupported` otherwise). Needs an interactive "
-        "attachment (`interactive_attachment_required` otherwise).",
+        "attachment (`interactive_attachment_required` otherwise). While a `require_approval` budget of the session "
+        "has reached its limit, the input is held in an approval request (`state: awaiting_approval`, `approval`) "
+        "and delivered once approved.",
     )
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:
@@ -256,6 +270,9 @@ class SessionMessagesView(ScopedAPIView):
         item = services.message_enqueue(
             scope=self.scope, session_id=session_id, text=values["text"], keys=values["keys"]
         )
+        if isinstance(item, Approval):  # held: a require_approval budget reached its limit
+            held = {"id": str(item.pk), "status": item.status, "expires_at": item.expires_at.isoformat()}
+            return Response({"inbox_id": None, "state": "awaiting_approval", "approval": held}, status=202)
         return Response({"inbox_id": item.pk, "state": item.state}, status=status.HTTP_202_ACCEPTED)
 
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sessions_app", "0008_capture_item"),
+        ("sessions_app", "0009_session_conversation_version"),
     ]
 
     operations = [

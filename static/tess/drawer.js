@@ -47,6 +47,7 @@ Hooks other scripts may use (window.Tess):
   const interactiveButton = $("tess-interactive");
   const connection = $("tess-connection");
   const sessionState = $("tess-session-state");
+  const sessionUsage = $("tess-session-usage");
   const cards = $("tess-cards");
   const cardsEmpty = $("tess-cards-empty");
   const history = $("tess-card-history");
@@ -423,6 +424,24 @@ Hooks other scripts may use (window.Tess):
     if (ended && before && before.id === session.id && !ENDED.has(before.status) && !state.replaying) {
       systemLine("The session has ended (" + session.status + ").");
     }
+  }
+
+  // The session's usage in the header: its agent's (the runtime's own figure, or "unknown" where the runtime
+  // reports none: never 0) and Tess's own model turns in it, each with its tokens.
+  function showUsage(usage) {
+    if (!usage) {
+      sessionUsage.hidden = true;
+      sessionUsage.replaceChildren();
+      return;
+    }
+    const part = (label, figures) => {
+      const tokens = figures.tokens == null ? "" : " · " + Number(figures.tokens).toLocaleString() + " tokens";
+      return el("span", { class: "tess-usage-part", "data-part": label, text: label + ": " + figures.text + tokens });
+    };
+    const parts = [part("Agent", usage.agent)];
+    if (usage.tess) parts.push(part("Tess", usage.tess));
+    sessionUsage.replaceChildren(el("span", { class: "tess-usage-label", text: "Usage" }), ...parts);
+    sessionUsage.hidden = false;
   }
 
   async function send() {
@@ -803,6 +822,7 @@ Hooks other scripts may use (window.Tess):
     clearCards();
     input.disabled = true;
     sessionState.replaceChildren();
+    showUsage(null);
     delete sessionState.dataset.status;
     delete sessionState.dataset.agentState;
     if (id) localStorage.setItem(SESSION_KEY, id);
@@ -832,6 +852,7 @@ Hooks other scripts may use (window.Tess):
     if (generation !== state.generation) return;
     const [session, page, cardPage, approvalPage, handoffPage, screen] = read;
     showSession({ ...sessionsById.get(id), ...session });
+    showUsage(session.usage);
     for (const card of [...cardPage.results].reverse()) window.Tess.upsertCard(card);
     for (const approval of [...approvalPage.results].reverse()) upsertApproval(approval);
     for (const handoff of [...handoffPage.results].reverse()) upsertHandoff(handoff);

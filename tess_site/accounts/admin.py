@@ -55,7 +55,7 @@ class TenantAdminMixin:
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "created_at"]
+    list_display = ["slug", "name", "time_zone", "created_at"]
     search_fields = ["slug", "name"]
 
 

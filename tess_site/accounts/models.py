@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import zoneinfo
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -12,12 +15,20 @@ from tess_site.scope import Role
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,62}$", "Use lowercase letters, digits and dashes.")
 
 
+def validate_time_zone(value: str) -> None:
+    """An IANA time zone name this Python knows (``Europe/Berlin``), nothing else."""
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(f"{value!r} is not an IANA time zone name such as Europe/Berlin.")
+
+
 class Tenant(models.Model):
     """An organisation using Tess. Tenants never see each other's objects."""
 
     slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # Where the tenant's days, weeks and months begin: the boundaries its budgets roll over at.
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
 
     class Meta:
         ordering = ["slug"]

@@ -285,6 +285,8 @@ TESS_RUNTIME_PROVIDERS: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_RU
 # {"model": {"input": "1.25", "output": "10", "cache_read": "0.125", "cache_write": "0", "currency": "USD"}},
 # prices per million tokens. A model missing here is recorded as unpriced, never as free.
 TESS_MODEL_PRICES: dict[str, dict[str, Any]] = _json.loads(env_str("TESS_MODEL_PRICES", "{}") or "{}")
+# What a model turn reserves against budgets before the ledger has any turn of that model to go by.
+TESS_BUDGET_TURN_TOKENS = env_int("TESS_BUDGET_TURN_TOKENS", 20000, minimum=0)
 
 # --- the operator-tool catalog -----------------------------------------------------------
 # Each unset (the default) means that tool's capability is absent and its catalog entries fail closed.

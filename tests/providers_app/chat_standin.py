@@ -3,13 +3,18 @@
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
 ``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds``, after
-``think_seconds`` of silence (``finished`` is set once a streamed answer is complete); anything else answers
-``stand-in answer to: <the last user message>``, streamed as server-sent events when asked. Every request
-body is kept in ``requests``.
+``think_seconds`` of silence (``finished`` is set once a streamed answer is complete); ``broken`` streams half
+its answer and drops the connection; anything else answers ``stand-in answer to: <the last user message>``,
+streamed as server-sent events when asked. Every request body is kept in ``requests``.
 
 While it holds or drips an answer it watches the connection: a client that closes it (a stopped turn) is
 counted in ``closed`` (and ``closed_event`` set), and the answer ends there. ``first_tokens`` holds the
 wall-clock time (``time.time()``) each streamed answer's first piece was written.
+
+Like the OpenAI API, every whole answer carries ``usage`` (``usage_of``: prompt tokens a character count of the
+messages over four, the first message's counted as cached; completion tokens one a word; reasoning tokens
+when a reasoning effort was asked for); a streamed one only when asked (``stream_options.include_usage``), in
+a last chunk with no choices, and each chunk before it has ``"usage": null``.
 
 A person can run it beside ``make run``: ``python -m tests.providers_app.chat_standin --port 8765`` (see the
 README, "Watching a reply stream").
@@ -97,11 +102,17 @@ class ChatStandIn:
         users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
         text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
         if body.get("stream"):
-            self._stream(handler, model, text)
+            self._stream(handler, body, model, text)
         else:
             message = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
-            self._json(handler, 200, {**self._base(model), "object": "chat.completion", "choices": [choice]})
+            answer = {
+                **self._base(model),
+                "object": "chat.completion",
+                "choices": [choice],
+                "usage": usage_of(body, text),
+            }
+            self._json(handler, 200, answer)
 
     @staticmethod
     def _base(model: str) -> dict[str, Any]:
@@ -116,9 +127,13 @@ class ChatStandIn:
         handler.end_headers()
         handler.wfile.write(data)
 
-    def _stream(self, handler: BaseHTTPRequestHandler, model: str, text: str) -> None:
+    def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], model: str, text: str) -> None:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
+        if model == "broken":
+            # A declared length the body never reaches: the client sees the connection drop mid-answer.
+            handler.send_header("Content-Length", "100000")
         handler.end_headers()
         words = text.split(" ")
         if model == "drip" and self.think_seconds and self._closed_by_client(handler, self.think_seconds):
@@ -126,16 +141,30 @@ class ChatStandIn:
         for i, word in enumerate(words):
             if model == "drip" and i and self._closed_by_client(handler, self.drip_seconds):
                 return
+            if model == "broken" and i == len(words) // 2:
+                handler.wfile.flush()
+                handler.close_connection = True
+                handler.connection.shutdown(socket.SHUT_RDWR)
+                return
             delta = {"content": word + (" " if i < len(words) - 1 else "")}
             chunk = {
                 **self._base(model),
                 "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                **({"usage": None} if include_usage else {}),
             }
             handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             handler.wfile.flush()
             if not i:
                 self.first_tokens.append(time.time())
+        if include_usage:
+            last = {
+                **self._base(model),
+                "object": "chat.completion.chunk",
+                "choices": [],
+                "usage": usage_of(body, text),
+            }
+            handler.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()
         self.finished.set()
@@ -159,6 +188,22 @@ class ChatStandIn:
     def _gone(self) -> None:
         self.closed += 1
         self.closed_event.set()
+
+
+def usage_of(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """The ``usage`` the stand-in reports for an answer ``text`` to the request ``body``."""
+    messages = body.get("messages", [])
+    prompt = sum(len(m.get("content") or "") for m in messages) // 4 + 1
+    cached = min(len(messages[0].get("content") or "") // 4, prompt) if messages else 0
+    completion = len(text.split(" ")) if text else 0
+    reasoning = 3 if body.get("reasoning_effort") else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion + reasoning,
+        "total_tokens": prompt + completion + reasoning,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
 
 
 @contextmanager

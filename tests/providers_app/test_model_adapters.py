@@ -14,6 +14,7 @@ from providers_app.model_adapters import (
     ModelRequest,
     ModelTimeout,
     ModelUnavailable,
+    ModelUsage,
     OpenAICompatibleAdapter,
     Prompt,
     get_model_adapter,
@@ -21,7 +22,7 @@ from providers_app.model_adapters import (
 )
 from tess_site.settings.derived import model_adapter, model_name, reasoning_level
 from tess_site.settings.production import production_problems
-from tests.providers_app.chat_standin import ChatStandIn, running_chat_standin
+from tests.providers_app.chat_standin import ChatStandIn, running_chat_standin, usage_of
 
 PROMPT = Prompt(stable_prefix="policy", dynamic="## Live state\n{}", user_text="how are things?")
 LIVE = {"session": {"id": "s1", "title": "work", "status": "running", "provider_instance": "alpha", "last_seq": 4}}
@@ -107,6 +108,45 @@ def test_it_reads_a_streamed_answer(chat_standin):
     reply = adapter_for(chat_standin, stream=True).complete(ModelRequest(prompt=PROMPT, intent="conversation"))
     assert reply.text == "stand-in answer to: how are things?"
     assert chat_standin.requests[-1]["body"]["stream"] is True
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_it_returns_the_usage_the_model_reported(chat_standin, stream):
+    reply = adapter_for(chat_standin, stream=stream).complete(ModelRequest(prompt=PROMPT, intent="conversation"))
+    sent = chat_standin.requests[-1]["body"]
+    reported = usage_of(sent, reply.text)
+    if stream:
+        assert sent["stream_options"] == {"include_usage": True}
+    cached = reported["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 0
+    assert reply.usage == ModelUsage(
+        input_tokens=reported["prompt_tokens"] - cached,
+        output_tokens=reported["completion_tokens"],
+        cache_read_tokens=cached,
+        reasoning_tokens=3,
+        source="reported",
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_call_refused_before_answering_carries_no_usage(chat_standin, stream):
+    with pytest.raises(ModelError) as raised:
+        adapter_for(chat_standin, model="error-503", stream=stream).complete(
+            ModelRequest(prompt=PROMPT, intent="conversation")
+        )
+    assert raised.value.usage is None
+
+
+def test_a_stream_broken_half_way_is_unavailable_with_an_estimated_usage(chat_standin):
+    with pytest.raises(ModelUnavailable) as raised:
+        adapter_for(chat_standin, model="broken", stream=True).complete(
+            ModelRequest(prompt=PROMPT, intent="conversation")
+        )
+    usage = raised.value.usage
+    assert usage is not None and usage.source == "estimated"
+    prompt_chars = sum(len(m["content"]) for m in chat_standin.requests[-1]["body"]["messages"])
+    assert usage.input_tokens == -(-prompt_chars // 4)
+    assert 0 < usage.output_tokens < len("stand-in answer to: how are things?") // 4 + 1
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
