@@ -12,6 +12,7 @@ import http.client
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -24,7 +25,12 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(tra
 
 POOL_MAX = 2
 # gunicorn with one worker process, and daphne: a pool each.
-POOLS = {"TESS_WEB_WORKERS": "1", "TESS_WEB_THREADS": "4", "TESS_DB_POOL_MIN": "1", "TESS_DB_POOL_MAX": str(POOL_MAX)}
+POOLS: dict[str, Any] = {
+    "TESS_WEB_WORKERS": "1",
+    "TESS_WEB_THREADS": "4",
+    "TESS_DB_POOL_MIN": "1",
+    "TESS_DB_POOL_MAX": str(POOL_MAX),
+}
 BACKENDS_AT_MOST = 2 * POOL_MAX
 REQUESTS = 60
 

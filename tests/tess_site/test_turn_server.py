@@ -59,7 +59,8 @@ def test_behind_the_proxy_turns_reach_the_turn_server_and_the_rest_reach_the_web
     tmp_path, cast, token_for, start_child: Callable[..., Child]
 ):
     tier = start_production_web(start_child, tmp_path / "web", turns=True)
-    assert tier.turns_child is not None
+    turns_server = tier.turns_child
+    assert turns_server is not None
     token = token_for(cast.owner)
     session = SessionFactory.create(owner=cast.owner, tenant=cast.acme, title="routed")
     turns = f"/api/v1/sessions/{session.pk}/turns/"
@@ -70,7 +71,7 @@ def test_behind_the_proxy_turns_reach_the_turn_server_and_the_rest_reach_the_web
     assert status == 200 and [s["id"] for s in listed["results"]] == [str(session.pk)]
 
     # Each server writes its access line after answering: wait for both before looking for the wrong one.
-    assert wait_for(lambda: _served(tier.turns_child, f"POST {turns}"), timeout=30)
+    assert wait_for(lambda: _served(turns_server, f"POST {turns}"), timeout=30)
     assert wait_for(lambda: _served(tier.child, "GET /api/v1/sessions/"), timeout=30)
-    assert not _served(tier.child, f"POST {turns}") and not _served(tier.turns_child, "GET /api/v1/sessions/")
-    assert _nice(tier.turns_child.process.pid) == 10 and _nice(tier.child.process.pid) == _nice(os.getpid())
+    assert not _served(tier.child, f"POST {turns}") and not _served(turns_server, "GET /api/v1/sessions/")
+    assert _nice(turns_server.process.pid) == 10 and _nice(tier.child.process.pid) == _nice(os.getpid())
