@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .derived import (
     CONVERSATION_TOKENS_MAX,
     CONVERSATION_TOKENS_MIN,
+    MODEL_ADAPTERS,
     conversation_tokens,
     discord_enabled,
     discord_public_key,
@@ -48,8 +49,9 @@ def _https_url(value: str) -> bool:
 def _model_problems(environ: Environ) -> list[str]:
     # seed 001: the deterministic adapter stands in for a model only when chosen on purpose.
     if env_str("TESS_MODEL_ADAPTER", environ=environ) is None:
-        return ["TESS_MODEL_ADAPTER (openai_compatible, or deterministic to run without a model on purpose)"]
-    if model_adapter(environ) != "openai_compatible":
+        return ["TESS_MODEL_ADAPTER (openai_compatible or pi, or deterministic to run without a model on purpose)"]
+    adapter = model_adapter(environ)
+    if adapter not in MODEL_ADAPTERS:
         return []
     problems = []
     base_url = env_str("TESS_MODEL_BASE_URL", environ=environ)
@@ -58,7 +60,7 @@ def _model_problems(environ: Environ) -> list[str]:
     if not model_name(environ):
         problems.append("TESS_MODEL")
     if not env_str("TESS_MODEL_API_KEY", environ=environ):
-        problems.append("TESS_MODEL_API_KEY or TESS_MODEL_API_KEY_FILE (the openai_compatible adapter is selected)")
+        problems.append(f"TESS_MODEL_API_KEY or TESS_MODEL_API_KEY_FILE (the {adapter} adapter is selected)")
     return problems
 
 

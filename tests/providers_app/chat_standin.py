@@ -3,8 +3,13 @@
 Behaviour by the requested model name: ``error-<status>`` answers with that status, ``slow`` waits
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
 ``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds`` (``finished`` is
-set once a streamed answer is complete); anything else answers ``stand-in answer to: <the last user message>``,
-streamed as server-sent events when asked. Every request body is kept in ``requests``.
+set once a streamed answer is complete); ``tool-<name>`` asks for a call of the tool ``<name>`` whose arguments
+are the last user message's text (a JSON object), and once that call's result is in the conversation answers
+in words; anything else answers ``stand-in answer to: <the last user message>``, streamed as server-sent
+events when asked, with a last chunk of token usage when ``stream_options.include_usage`` asks for one. A user
+message's content may be a string or a list of text parts, as the API accepts both. Every request body is
+kept in ``requests``; ``disconnected`` is set when a client closes its connection before the answer is
+complete.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +36,7 @@ class ChatStandIn:
         self.drip_seconds = drip_seconds
         self.finished = threading.Event()
         self.release = threading.Event()
+        self.disconnected = threading.Event()
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,8 +47,10 @@ class ChatStandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 standin.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                with suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                try:
                     standin.answer(self, body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout or a stop)
+                    standin.disconnected.set()
 
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -72,10 +80,17 @@ class ChatStandIn:
             time.sleep(self.slow_seconds)
         if model == "held":
             self.release.wait(timeout=60)
-        users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
-        text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
+        messages = body.get("messages", [])
+        users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        if model.startswith("tool-") and not (messages and messages[-1].get("role") == "tool"):
+            self._tool_call(handler, body, model.removeprefix("tool-"), users[-1] if users else "{}")
+            return
+        if model.startswith("tool-"):
+            text = f"stand-in saw the tool result: {_text(messages[-1].get('content'))}"
+        else:
+            text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
         if body.get("stream"):
-            self._stream(handler, model, text)
+            self._stream(handler, body, model, text)
         else:
             message = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
@@ -94,10 +109,44 @@ class ChatStandIn:
         handler.end_headers()
         handler.wfile.write(data)
 
-    def _stream(self, handler: BaseHTTPRequestHandler, model: str, text: str) -> None:
+    @staticmethod
+    def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
+        """Tokens counted as words: enough for a caller to show it reads what was reported."""
+        prompt = sum(len(_text(m.get("content")).split()) for m in body.get("messages", []))
+        completion = len(text.split())
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def _tool_call(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], name: str, arguments: str) -> None:
+        model = str(body.get("model", ""))
+        call = {"id": "call_standin", "type": "function", "function": {"name": name, "arguments": arguments}}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+            self._json(handler, 200, {**self._base(model), "object": "chat.completion", "choices": [choice]})
+            return
+        self._sse_start(handler)
+        delta = {"role": "assistant", "tool_calls": [{"index": 0, **call}]}
+        for choice in (
+            {"index": 0, "delta": delta, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": "tool_calls"},
+        ):
+            self._sse(handler, {**self._base(model), "object": "chat.completion.chunk", "choices": [choice]})
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.wfile.flush()
+
+    @staticmethod
+    def _sse_start(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()
+
+    @staticmethod
+    def _sse(handler: BaseHTTPRequestHandler, chunk: dict[str, Any]) -> None:
+        handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        handler.wfile.flush()
+
+    def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], model: str, text: str) -> None:
+        self._sse_start(handler)
         words = text.split(" ")
         for i, word in enumerate(words):
             if model == "drip" and i:
@@ -108,11 +157,20 @@ class ChatStandIn:
                 "object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
             }
-            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            handler.wfile.flush()
+            self._sse(handler, chunk)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk = {**self._base(model), "object": "chat.completion.chunk", "choices": []}
+            self._sse(handler, {**usage_chunk, "usage": self._usage(body, text)})
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()
         self.finished.set()
+
+
+def _text(content: Any) -> str:
+    """A message's text: its content string, or its text parts joined."""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
 
 
 @contextmanager
