@@ -404,3 +404,54 @@ def test_a_model_slower_than_the_timeout_is_model_timeout(tmp_path, pi_executabl
             adapter.complete(request_for(str(uuid.uuid4()), "hi"))
     finally:
         chat_standin.release.set()
+
+
+# --- through the gateway ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_with_the_pi_adapter_a_follow_up_through_the_api_is_answered_with_the_earlier_turn(
+    cast, api_as, tmp_path, pi_executable, chat_standin
+):
+    from sessions_app.gateway_prompt import STABLE_PREFIX
+    from tests.factories import SessionFactory
+
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
+    client = api_as(cast.owner)
+
+    def turn(text: str) -> dict[str, Any]:
+        response = client.post(
+            f"/api/v1/sessions/{session.pk}/turns/",
+            {"text": text},
+            format="json",
+            headers={"Idempotency-Key": uuid.uuid4().hex},
+        )
+        assert response.status_code == 200, response.content
+        return dict(response.json())
+
+    chosen = {
+        "TESS_MODEL_ADAPTER": "pi",
+        "TESS_MODEL": "gpt-5.6-sol",
+        "TESS_MODEL_BASE_URL": chat_standin.base_url,
+        "TESS_MODEL_API_KEY": API_KEY,
+        "TESS_MODEL_TIMEOUT_SECONDS": 60,
+        "TESS_PI_EXECUTABLE": str(pi_executable),
+        "TESS_PI_MODEL_DIR": tmp_path,
+    }
+    with override_settings(**chosen):
+        first = turn("which sessions failed overnight?")
+        header = session_header(tmp_path, str(session.pk))
+        second = turn("what did I just ask you?")
+    assert first["reply"].startswith("stand-in answer to: ## ")  # pi's answer, not the deterministic one
+    assert first["reply"].endswith("which sessions failed overnight?")
+    assert second["reply"].endswith("what did I just ask you?")
+    requests = [sent(chat_standin, index) for index in range(len(chat_standin.requests))]
+    assert len(requests) == 2
+    assert all(messages[0]["content"].startswith(STABLE_PREFIX) for messages in requests)
+    assert turns(requests[1]) == [
+        ("user", "which sessions failed overnight?"),
+        ("assistant", first["reply"]),
+        ("user", "what did I just ask you?"),
+    ]
+    assert "## Live state" in requests[1][-1]["content"]  # this turn's dynamic section, beside its text
+    assert session_header(tmp_path, str(session.pk)) == header  # pi went on with its own file
