@@ -13,7 +13,8 @@ What Tess writes, all under ``TESS_PI_MODEL_DIR`` (default ``var/pi-model/``), n
 - ``sessions/<tess session id>.jsonl``: one pi session file per Tess session, so pi's replay and compaction
   apply. When it does not exist (the first turn, or after ``pi_conversation_reset``), Tess writes it from the
   prompt's conversation (its turns as user and assistant messages; its summary and in-between lines as
-  messages pi passes on as context but that are not the operator's words); when it exists, only what is new
+  messages pi passes on as context but that are not the operator's words; a conversation with no reply yet goes
+  with the turn's text instead, as pi writes a file only once it holds a reply); when it exists, only what is new
   is sent: the conversation's messages since pi's last turn (turns answered without pi: an action, a fallback)
   are appended, then the turn goes to pi as one user message, the dynamic section first, then the operator's
   text. ``<id>.state.json`` holds pi's last turn (its user text and reply) to find that place; when the
@@ -92,6 +93,7 @@ ABORT_GRACE_SECONDS = 5.0  # after an abort, how long pi may take to end the tur
 EXIT_SECONDS = 5.0  # after a turn, how long pi may take to exit once its stdin is closed
 LOCK_POLL_SECONDS = 0.05
 OPERATOR_LABEL = "## The operator's message"
+EARLIER_LABEL = "## Earlier in this conversation"
 
 
 @dataclass(frozen=True)
@@ -238,12 +240,21 @@ _ZERO_COST = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total":
 _ZERO_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": _ZERO_COST}
 
 
-def _seed(path: Path, conversation: Sequence[dict[str, str]], *, model: str, cwd: Path) -> None:
-    """Write a new pi session file holding ``conversation`` (atomically: pi never sees half of it)."""
+def _seed(path: Path, conversation: Sequence[dict[str, str]], *, model: str, cwd: Path) -> list[dict[str, str]]:
+    """Write a new pi session file holding ``conversation`` (atomically: pi never sees half of it).
+
+    pi writes a session file only once it holds an assistant message, and then appends every entry it has,
+    header included, to the file: so a conversation without a reply in it is not written (pi makes the file
+    at its first reply), and its messages are returned to go with the turn's own text instead."""
+    _remove(path)
+    messages = [m for m in conversation if str(m.get("content") or "").strip()]
+    if not any(m.get("role") == "assistant" for m in messages):
+        return messages
     stamp, _ = _now()
     header = {"type": "session", "version": 3, "id": str(uuid.uuid4()), "timestamp": stamp, "cwd": str(cwd)}
-    lines = [json.dumps(header), *_entries(conversation, parent=None, taken=set(), model=model)]
+    lines = [json.dumps(header), *_entries(messages, parent=None, taken=set(), model=model)]
     _write_atomically(path, "\n".join(lines) + "\n")
+    return []
 
 
 def _append(path: Path, messages: Sequence[dict[str, str]], *, model: str) -> None:
@@ -292,12 +303,19 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def turn_text(prompt: Prompt) -> str:
-    """The one user message a turn sends pi: the dynamic section (live state, memory, retrieved context), then
-    the operator's text under its own heading."""
-    if not prompt.dynamic:
+def turn_text(prompt: Prompt, earlier: Sequence[dict[str, str]] = ()) -> str:
+    """The one user message a turn sends pi: what came before it that is in no pi file (``_seed``), the
+    dynamic section (live state, memory, retrieved context), then the operator's text under its own heading."""
+    parts = []
+    if earlier:
+        who = {"user": "Operator", "assistant": "Tess"}
+        lines = [f"- {who.get(m.get('role', ''), 'Meanwhile')}: {m.get('content', '')}" for m in earlier]
+        parts.append(EARLIER_LABEL + "\n" + "\n".join(lines))
+    if prompt.dynamic:
+        parts.append(prompt.dynamic)
+    if not parts:
         return prompt.user_text
-    return f"{prompt.dynamic}\n\n{OPERATOR_LABEL}\n{prompt.user_text}"
+    return "\n\n".join(parts) + f"\n\n{OPERATOR_LABEL}\n{prompt.user_text}"
 
 
 # --- the adapter ---------------------------------------------------------------------------------------
@@ -450,15 +468,15 @@ class PiModelAdapter:
             scratch = Path(tempfile.mkdtemp(dir=sessions, prefix="once-"))
             try:
                 path = scratch / "once.jsonl"
-                _seed(path, request.prompt.conversation, model=self.model, cwd=self._work())
-                return self._run(request, path, system_file, agent, deadline).reply(self)
+                earlier = _seed(path, request.prompt.conversation, model=self.model, cwd=self._work())
+                return self._run(request, path, system_file, agent, deadline, earlier).reply(self)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
         paths = _paths(self.root, session_id)
         with _locked(paths.lock, deadline=deadline, cancel=request.cancel):
-            self._prepare(paths, request.prompt)
+            earlier = self._prepare(paths, request.prompt)
             try:
-                result = self._run(request, paths.session, system_file, agent, deadline)
+                result = self._run(request, paths.session, system_file, agent, deadline, earlier)
             except ModelStopped as stopped:
                 state = {"user": request.prompt.user_text, "reply": stopped.text}
                 _write_atomically(paths.state, json.dumps(state))
@@ -473,8 +491,9 @@ class PiModelAdapter:
     def _work(self) -> Path:
         return _private_dir(self.root / "work")  # pi's working directory: empty, nothing to read or change
 
-    def _prepare(self, paths: _Paths, prompt: Prompt) -> None:
-        """Bring the session's pi file up to the conversation before the turn (see the module's docstring)."""
+    def _prepare(self, paths: _Paths, prompt: Prompt) -> list[dict[str, str]]:
+        """Bring the session's pi file up to the conversation before the turn (see the module's docstring);
+        returns what of the conversation goes with the turn's text instead (``_seed``)."""
         if paths.reset.exists():
             _remove(paths.session, paths.state, paths.reset)
         if paths.session.exists():
@@ -482,9 +501,9 @@ class PiModelAdapter:
             since = _since(prompt.conversation, state) if state is not None else None
             if since is not None:
                 _append(paths.session, since, model=self.model)
-                return
+                return []
             logger.info("pi model: %s no longer matches the conversation; written again from it", paths.session.name)
-        _seed(paths.session, prompt.conversation, model=self.model, cwd=self._work())
+        return _seed(paths.session, prompt.conversation, model=self.model, cwd=self._work())
 
     def _argv(self, session_file: Path, system_file: Path) -> list[str]:
         return [
@@ -505,7 +524,13 @@ class PiModelAdapter:
         ]
 
     def _run(
-        self, request: ModelRequest, session_file: Path, system_file: Path, agent: Path, deadline: float
+        self,
+        request: ModelRequest,
+        session_file: Path,
+        system_file: Path,
+        agent: Path,
+        deadline: float,
+        earlier: Sequence[dict[str, str]] = (),
     ) -> _Result:
         events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         try:
@@ -520,7 +545,7 @@ class PiModelAdapter:
             raise ModelUnavailable("The pi executable could not be started.", details={"adapter": self.name}) from exc
         try:
             try:
-                response = process.request({"type": "prompt", "message": turn_text(request.prompt)})
+                response = process.request({"type": "prompt", "message": turn_text(request.prompt, earlier)})
             except ProviderUnavailable as exc:
                 if process.alive() and time.monotonic() >= deadline:
                     raise ModelTimeout(details={"adapter": self.name}) from exc

@@ -189,6 +189,34 @@ def test_a_first_turn_through_pi_starts_from_tess_s_conversation(tmp_path, pi_ex
     ]
 
 
+def test_a_conversation_with_no_reply_yet_goes_with_the_turn_and_pi_writes_one_file(
+    tmp_path, pi_executable, chat_standin
+):
+    adapter, session_id = adapter_for(chat_standin, tmp_path, pi_executable), str(uuid.uuid4())
+    conversation = ({"role": "system", "content": "Approval 7 was approved."},)
+    adapter.complete(request_for(session_id, "what happened?", conversation))
+    (only,) = sent(chat_standin)[1:]
+    assert only["content"].startswith("## Earlier in this conversation\n- Meanwhile: Approval 7 was approved.\n")
+    assert only["content"].endswith("## The operator's message\nwhat happened?")
+    entries = [json.loads(line) for line in (tmp_path / "sessions" / f"{session_id}.jsonl").read_text().splitlines()]
+    assert [entry["type"] for entry in entries].count("session") == 1
+
+
+def test_pi_s_own_compaction_applies_to_the_next_turn(tmp_path, pi_executable, chat_standin):
+    adapter, session_id = adapter_for(chat_standin, tmp_path, pi_executable), str(uuid.uuid4())
+    adapter.context_tokens = 4096  # below pi's reserve for the reply: pi compacts after every turn
+    first = adapter.complete(request_for(session_id, "first"))
+    entries = [json.loads(line) for line in (tmp_path / "sessions" / f"{session_id}.jsonl").read_text().splitlines()]
+    assert entries[-1]["type"] == "compaction"  # made before the turn's pi process was closed
+    conversation = ({"role": "user", "content": "first"}, {"role": "assistant", "content": first.text})
+    adapter.complete(request_for(session_id, "second", conversation))
+    answers = [sent(chat_standin, i) for i in range(len(chat_standin.requests))]
+    messages = [m for m in answers if m[0]["content"].startswith(POLICY)][-1]  # not pi's summary requests
+    assert turns(messages)[-1] == ("user", "second")
+    assert messages[1]["content"].startswith("The conversation history before this point was compacted")
+    assert entries[-1]["summary"] in messages[1]["content"]
+
+
 def test_turns_answered_without_pi_reach_pi_once_before_the_next(tmp_path, pi_executable, chat_standin):
     adapter, session_id = adapter_for(chat_standin, tmp_path, pi_executable), str(uuid.uuid4())
     first = adapter.complete(request_for(session_id, "first"))
