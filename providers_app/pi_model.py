@@ -549,6 +549,7 @@ class PiModelAdapter:
             except ProviderUnavailable as exc:
                 if process.alive() and time.monotonic() >= deadline:
                     raise ModelTimeout(details={"adapter": self.name}) from exc
+                logger.warning("pi model: pi exited (status %s) before it took the prompt", process.process.poll())
                 raise ModelUnavailable("pi exited before it took the prompt.", details={"adapter": self.name}) from exc
             if not response.get("success"):
                 logger.warning("pi model: pi refused the prompt: %s", response.get("error"))

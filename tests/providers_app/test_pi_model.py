@@ -350,7 +350,7 @@ def test_stop_aborts_pi_mid_reply_and_keeps_the_text_so_far(tmp_path, pi_executa
         adapter.complete(request_for(session_id, words, on_delta=on_delta, cancel=cancel))
     assert stopped.value.text == "".join(deltas)
     assert stopped.value.text.startswith("stand-in answer ")
-    assert len(stopped.value.text) < 100
+    assert not stopped.value.text.endswith(words)
     wait_for(chat_standin.disconnected.is_set, timeout=30, what="the stand-in to see its connection closed")
     assert not chat_standin.finished.is_set()
     # The stopped turn is where pi's copy continues from.
@@ -388,6 +388,32 @@ def test_a_tool_call_the_model_asks_for_changes_no_file(tmp_path, pi_executable,
     assert reply.text == f"stand-in saw the tool result: Tool {tool} not found"
     # No tool was offered to the model in the first place.
     assert all(not request["body"].get("tools") for request in chat_standin.requests)
+
+
+def test_pi_runs_with_no_tools_in_an_empty_directory_and_none_of_tess_s_environment(
+    tmp_path, chat_standin, monkeypatch
+):
+    monkeypatch.setenv("DATABASE_URL", "postgres://tess:db-secret@db/tess")
+    monkeypatch.setenv("SECRET_KEY", "django-secret")
+    seen = tmp_path / "seen"
+    fake = tmp_path / "pi-that-reports"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}.argv\nenv > {seen}.env\npwd > {seen}.cwd\n')
+    fake.chmod(0o755)
+    root = tmp_path / "pi-model"
+    with pytest.raises(ModelUnavailable):
+        adapter_for(chat_standin, root, fake).complete(request_for(str(uuid.uuid4()), "hello"))
+    argv = Path(f"{seen}.argv").read_text().split("\n")
+    for flag in ("--no-tools", "--no-extensions", "--no-skills", "--no-context-files", "--no-prompt-templates"):
+        assert flag in argv
+    assert argv[argv.index("--mode") + 1] == "rpc"
+    assert argv[argv.index("--provider") + 1] == "tess"
+    env = dict(line.split("=", 1) for line in Path(f"{seen}.env").read_text().splitlines() if "=" in line)
+    assert env["PI_CODING_AGENT_DIR"] == str(root / "agent")
+    assert env["HOME"] == str(root / "home")
+    assert env[KEY_ENV] == API_KEY
+    assert "DATABASE_URL" not in env and "SECRET_KEY" not in env
+    assert Path(f"{seen}.cwd").read_text().strip() == str(root / "work")
+    assert list((root / "work").iterdir()) == []
 
 
 # --- failures ------------------------------------------------------------------------------------------------
