@@ -17,6 +17,7 @@ from .derived import (
     model_name,
     mos_webhook_secret,
     operator_memory,
+    pi_executable,
     reasoning_level,
 )
 from .env import env_bool, env_choice, env_int, env_list, env_networks, env_str
@@ -175,7 +176,7 @@ TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1
 TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
 # The pi adapter (providers_app/pi_model.py): the pi command, the directory Tess owns for pi's agent config
 # and the per-session pi files, and the context window pi compacts against.
-TESS_PI_EXECUTABLE = env_str("TESS_PI_EXECUTABLE", str(BASE_DIR / "var" / "node" / "node_modules" / ".bin" / "pi"))
+TESS_PI_EXECUTABLE = pi_executable(os.environ)
 TESS_PI_MODEL_DIR = Path(env_str("TESS_PI_MODEL_DIR", str(VAR_DIR / "pi-model")) or VAR_DIR / "pi-model")
 TESS_PI_CONTEXT_TOKENS = env_int("TESS_PI_CONTEXT_TOKENS", 272_000, minimum=4096)
 # Tokens of a session's earlier conversation each prompt carries; older turns are summarised beyond it.

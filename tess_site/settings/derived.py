@@ -93,6 +93,12 @@ def model_adapter(environ: Environ) -> str:
     return _ADAPTER_ALIASES.get(adapter, adapter)
 
 
+def pi_executable(environ: Environ) -> str:
+    """The pi adapter's command: by default the pi that tests/providers_app/install_pi.sh installs."""
+    default = str(Path(__file__).resolve().parents[2] / "var" / "node" / "node_modules" / ".bin" / "pi")
+    return env_str("TESS_PI_EXECUTABLE", default, environ=environ) or default
+
+
 def model_name(environ: Environ) -> str | None:
     default = "gpt-5.6-sol" if model_adapter(environ) in MODEL_ADAPTERS else "tess-deterministic"
     return env_str("TESS_MODEL", default, environ=environ)

@@ -10,6 +10,8 @@ everything to fix. ``prod`` calls it with ``os.environ``. The security settings 
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +29,7 @@ from .derived import (
     model_adapter,
     model_name,
     mos_webhook_secret,
+    pi_executable,
     pool_problem,
 )
 from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_list, env_str
@@ -61,6 +64,12 @@ def _model_problems(environ: Environ) -> list[str]:
         problems.append("TESS_MODEL")
     if not env_str("TESS_MODEL_API_KEY", environ=environ):
         problems.append(f"TESS_MODEL_API_KEY or TESS_MODEL_API_KEY_FILE (the {adapter} adapter is selected)")
+    if adapter == "pi":
+        command = shlex.split(pi_executable(environ))
+        if not command or shutil.which(command[0]) is None:
+            problems.append(
+                "TESS_PI_EXECUTABLE (the pi command, not found; bash tests/providers_app/install_pi.sh installs it)"
+            )
     return problems
 
 

@@ -123,8 +123,11 @@ def test_the_settings_accept_pi_with_gpt_5_6_sol_and_high_reasoning_by_default()
         "REDIS_URL": "redis://127.0.0.1:6379/0",
         "ALLOWED_HOSTS": "tess.example",
     }
-    problems = " ".join(production_problems({**base, **env}))
+    problems = " ".join(production_problems({**base, **env, "TESS_PI_EXECUTABLE": str(PI_EXECUTABLE)}))
     assert "TESS_MODEL_BASE_URL" in problems and "the pi adapter is selected" in problems
+    assert "TESS_PI_EXECUTABLE" not in problems or not os.access(PI_EXECUTABLE, os.X_OK)
+    missing = " ".join(production_problems({**base, **env, "TESS_PI_EXECUTABLE": "/nonexistent/pi --flag"}))
+    assert "TESS_PI_EXECUTABLE (the pi command, not found" in missing
 
 
 def test_tess_writes_pi_s_models_json_in_its_own_agent_dir_without_the_key(tmp_path, pi_executable, chat_standin):
