@@ -2,10 +2,10 @@
 
 Both adapters answer ``BENCH_PI_TURNS`` (10) turns of one conversation against the local chat-completions
 stand-in over HTTP (``tests/providers_app/chat_standin.py``, streamed, answering at once), each turn carrying
-the ones before it. Measured per turn: the time to the first delta and to the whole reply, p50 and p95. The
-pi adapter starts a pi process per turn (``providers_app/pi_model.py`` says why), so the difference is
-mostly pi's start; no target, a figure to watch. Without an installed pi (``tests/providers_app/install_pi.sh``)
-there is no row.
+the ones before it. Measured per turn: the time to the first delta and to the whole reply, p50 and p95, with
+the session's pi process kept between turns (as by default) and with a process per turn
+(``TESS_PI_KEEP_SECONDS=0``), whose difference is pi's start. No target, figures to watch. Without an
+installed pi (``tests/providers_app/install_pi.sh``) there is no row.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.common import Row, percentile
 from providers_app.model_adapters import ModelAdapter, ModelRequest, OpenAICompatibleAdapter, Prompt
-from providers_app.pi_model import PiModelAdapter
+from providers_app.pi_model import PiModelAdapter, pi_processes_close
 from tests.providers_app.chat_standin import ChatStandIn
 
 TURNS = int(os.environ.get("BENCH_PI_TURNS", "10"))
@@ -66,39 +66,47 @@ def run() -> list[Row]:
             timeout=120.0,
             stream=True,
         )
-        pi = PiModelAdapter(
-            executable=[str(PI)],
-            root=root,
-            base_url=standin.base_url,
-            api_key="sk-bench",
-            model="gpt-5.6-sol",
-            reasoning_effort="high",
-            timeout=120.0,
-            context_tokens=272_000,
-        )
-        direct_first, direct_whole = _turns(direct)
-        pi_first, pi_whole = _turns(pi)
+        measured = {"openai_compatible": _turns(direct)}
+        for label, keep_seconds in (("pi, kept", 600.0), ("pi, per turn", 0.0)):
+            pi = PiModelAdapter(
+                executable=[str(PI)],
+                root=root,
+                base_url=standin.base_url,
+                api_key="sk-bench",
+                model="gpt-5.6-sol",
+                reasoning_effort="high",
+                timeout=120.0,
+                context_tokens=272_000,
+                keep_seconds=keep_seconds,
+                keep_max=4,
+            )
+            measured[label] = _turns(pi)
     finally:
+        pi_processes_close()
         standin.stop()
         shutil.rmtree(root, ignore_errors=True)
     rows = []
-    for q, label in ((0.5, "p50"), (0.95, "p95")):
-        rows.append(
-            Row(
-                f"pi adapter: first delta {label}",
-                f"openai_compatible: first delta {label}",
-                percentile(direct_first, q),
-                percentile(pi_first, q),
-                unit="ms",
+    direct_first, direct_whole = measured["openai_compatible"]
+    for label in ("pi, kept", "pi, per turn"):
+        first, whole = measured[label]
+        for q, name in ((0.5, "p50"), (0.95, "p95")):
+            baseline = f"openai_compatible {name}"
+            rows.append(
+                Row(
+                    f"{label}: first delta {name}",
+                    baseline,
+                    percentile(direct_first, q),
+                    percentile(first, q),
+                    unit="ms",
+                )
             )
-        )
-        rows.append(
-            Row(
-                f"pi adapter: whole turn {label}",
-                f"openai_compatible: whole turn {label}",
-                percentile(direct_whole, q),
-                percentile(pi_whole, q),
-                unit="ms",
+            rows.append(
+                Row(
+                    f"{label}: whole turn {name}",
+                    baseline,
+                    percentile(direct_whole, q),
+                    percentile(whole, q),
+                    unit="ms",
+                )
             )
-        )
     return rows

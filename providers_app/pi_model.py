@@ -21,11 +21,14 @@ What Tess writes, all under ``TESS_PI_MODEL_DIR`` (default ``var/pi-model/``), n
   conversation no longer shows it (edited, forgotten, or a failed turn), the file is written again from the
   conversation, which is Tess's truth.
 
-A pi process per turn, not a pooled one per session: the session file is the only state, so any gunicorn
-worker or thread can take any turn (a pooled process would hold the session in memory and go stale when
-another worker wrote the file), a crash costs one turn, and the stable prefix and settings are read afresh
-each turn. The cost is pi's start, about a second on a quiet machine. Turns of one Tess session are serialised
-by an exclusive ``flock`` on ``<id>.lock``, across threads and worker processes.
+A session's pi process is kept after its turn for the next one (``TESS_PI_KEEP_SECONDS``, 600; at most
+``TESS_PI_KEEP_MAX``, 4, per worker process, the least recently used closed first: each holds about 140 MB),
+since pi's start costs a second or more on a quiet machine. The session file stays the only truth: a kept
+process answers only when the file is exactly as its last turn left it (inode, size, mtime); when another
+gunicorn worker took a turn, Tess appended turns answered without pi, or a reset wrote it again, a new process
+reads the file, so any worker can take any turn. ``TESS_PI_KEEP_SECONDS=0`` runs a process per turn. Turns
+of one Tess session are serialised by an exclusive ``flock`` on ``<id>.lock``, across threads and worker
+processes; a failed or stopped turn closes its process.
 
 No pi tool can run: ``--no-tools`` (none is offered to the model, and a call the model asks for anyway is
 answered "not found"), with extensions, skills, prompt templates, themes and context files off, and the
@@ -179,6 +182,7 @@ def pi_conversation_reset(tess_session_id: str) -> bool:
     A turn of that session under way is not waited for: a ``.reset`` mark is left, and the next turn honours
     it before it starts pi, so nothing the running turn writes survives either."""
     paths = _paths(_root(), tess_session_id)
+    _KEPT.drop(str(uuid.UUID(tess_session_id)))  # this worker's pi process holds the conversation in memory
     if not paths.session.parent.is_dir():
         return False
     existed = paths.session.exists()
@@ -393,6 +397,8 @@ class PiModelAdapter:
         reasoning_effort: str,
         timeout: float,
         context_tokens: int,
+        keep_seconds: float = 0.0,
+        keep_max: int = 0,
     ) -> None:
         self.executable = list(executable)
         self.root = root
@@ -402,6 +408,8 @@ class PiModelAdapter:
         self.thinking = THINKING.get(reasoning_effort, "high")
         self.timeout = timeout
         self.context_tokens = context_tokens
+        self.keep_seconds = keep_seconds if keep_max > 0 else 0.0
+        self.keep_max = keep_max
 
     @classmethod
     def from_settings(cls) -> PiModelAdapter:
@@ -414,6 +422,8 @@ class PiModelAdapter:
             reasoning_effort=settings.TESS_REASONING_LEVEL,
             timeout=float(settings.TESS_MODEL_TIMEOUT_SECONDS),
             context_tokens=int(settings.TESS_PI_CONTEXT_TOKENS),
+            keep_seconds=float(settings.TESS_PI_KEEP_SECONDS),
+            keep_max=int(settings.TESS_PI_KEEP_MAX),
         )
 
     # --- what Tess writes for pi ---------------------------------------------------------------------
@@ -469,14 +479,21 @@ class PiModelAdapter:
             try:
                 path = scratch / "once.jsonl"
                 earlier = _seed(path, request.prompt.conversation, model=self.model, cwd=self._work())
-                return self._run(request, path, system_file, agent, deadline, earlier).reply(self)
+                once, kept = self._run(request, self._argv(path, system_file), agent, deadline, earlier)
+                kept.close()
+                return once.reply(self)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
+        _KEPT.reap(keep_seconds=self.keep_seconds, keep_max=self.keep_max)
         paths = _paths(self.root, session_id)
         with _locked(paths.lock, deadline=deadline, cancel=request.cancel):
             earlier = self._prepare(paths, request.prompt)
+            argv = self._argv(paths.session, system_file)
+            # The kept process holds the session as its last turn left it: it may answer only if nobody (another
+            # worker, a catch-up, a reset) changed the file since.
+            taken = _KEPT.take(session_id, argv=argv, signature=_signature(paths.session))
             try:
-                result = self._run(request, paths.session, system_file, agent, deadline, earlier)
+                result, kept = self._run(request, argv, agent, deadline, earlier, taken)
             except ModelStopped as stopped:
                 state = {"user": request.prompt.user_text, "reply": stopped.text}
                 _write_atomically(paths.state, json.dumps(state))
@@ -486,6 +503,11 @@ class PiModelAdapter:
                 _remove(paths.session, paths.state)
                 raise
             _write_atomically(paths.state, json.dumps({"user": request.prompt.user_text, "reply": result.text}))
+            if self.keep_seconds > 0:
+                _KEPT.put(session_id, kept, signature=_signature(paths.session))
+                _KEPT.reap(keep_seconds=self.keep_seconds, keep_max=self.keep_max)
+            else:
+                kept.close()
         return result.reply(self)
 
     def _work(self) -> Path:
@@ -526,24 +548,32 @@ class PiModelAdapter:
     def _run(
         self,
         request: ModelRequest,
-        session_file: Path,
-        system_file: Path,
+        argv: list[str],
         agent: Path,
         deadline: float,
         earlier: Sequence[dict[str, str]] = (),
-    ) -> _Result:
-        events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        kept: _Kept | None = None,
+    ) -> tuple[_Result, _Kept]:
+        """One turn on ``kept`` (a process kept from this session's last turn) or a new pi process. The process
+        is returned to be kept; on any failure it is closed."""
+        if kept is None:
+            events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+            try:
+                process = RpcProcess(
+                    argv,
+                    cwd=str(self._work()),
+                    env=self._env(agent),
+                    timeout=max(deadline - time.monotonic(), 0.1),
+                    on_event=events.put,
+                )
+            except ProviderUnavailable as exc:
+                raise ModelUnavailable(
+                    "The pi executable could not be started.", details={"adapter": self.name}
+                ) from exc
+            kept = _Kept(process=process, events=events, argv=argv)
+        process, events = kept.process, kept.events
         try:
-            process = RpcProcess(
-                self._argv(session_file, system_file),
-                cwd=str(self._work()),
-                env=self._env(agent),
-                timeout=max(deadline - time.monotonic(), 0.1),
-                on_event=events.put,
-            )
-        except ProviderUnavailable as exc:
-            raise ModelUnavailable("The pi executable could not be started.", details={"adapter": self.name}) from exc
-        try:
+            process.timeout = max(deadline - time.monotonic(), 0.1)
             try:
                 response = process.request({"type": "prompt", "message": turn_text(request.prompt, earlier)})
             except ProviderUnavailable as exc:
@@ -556,10 +586,10 @@ class PiModelAdapter:
                 raise ModelError("pi refused the prompt.", details={"adapter": self.name})
             turn = self._follow(process, events, request, deadline)
             self._settle(process, events, deadline=time.monotonic() + self.timeout)
-        finally:
-            process.timeout = EXIT_SECONDS
-            process.close()
-        return _Result(text=turn.text, usage=turn.usage())
+        except BaseException:
+            kept.close()
+            raise
+        return _Result(text=turn.text, usage=turn.usage()), kept
 
     def _follow(
         self, process: RpcProcess, events: queue.Queue[dict[str, Any] | None], request: ModelRequest, deadline: float
@@ -645,6 +675,94 @@ class PiModelAdapter:
                 continue
             if event is None or event.get("type") == "compaction_end":
                 return
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@dataclass
+class _Kept:
+    """A pi process kept after a session's turn, for its next one."""
+
+    process: RpcProcess
+    events: queue.Queue[dict[str, Any] | None]
+    argv: list[str]
+    signature: tuple[int, int, int] | None = None
+    used_at: float = 0.0
+
+    def close(self) -> None:
+        self.process.timeout = EXIT_SECONDS
+        self.process.close()
+
+
+class _KeptProcesses:
+    """This worker's kept pi processes, one at most per Tess session. A process in use is out of the pool (a
+    turn takes it and puts it back), so reaping never stops a turn."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, _Kept] = {}
+        self._lock = threading.Lock()
+
+    def take(self, session_id: str, *, argv: list[str], signature: tuple[int, int, int] | None) -> _Kept | None:
+        with self._lock:
+            kept = self._kept.pop(session_id, None)
+        if kept is None:
+            return None
+        if kept.argv == argv and signature is not None and kept.signature == signature and kept.process.alive():
+            while not kept.events.empty():  # anything pi said between turns is no part of this one
+                kept.events.get_nowait()
+            return kept
+        kept.close()
+        return None
+
+    def put(self, session_id: str, kept: _Kept, *, signature: tuple[int, int, int] | None) -> None:
+        kept.signature, kept.used_at = signature, time.monotonic()
+        with self._lock:
+            previous = self._kept.pop(session_id, None)
+            self._kept[session_id] = kept
+        if previous is not None:
+            previous.close()
+
+    def reap(self, *, keep_seconds: float, keep_max: int) -> None:
+        """Close the processes idle longer than ``keep_seconds``, and the least recently used beyond
+        ``keep_max`` (each pi process holds about 140 MB)."""
+        now = time.monotonic()
+        with self._lock:
+            by_age = sorted(self._kept.items(), key=lambda item: item[1].used_at, reverse=True)
+            gone = [sid for n, (sid, kept) in enumerate(by_age) if n >= keep_max or now - kept.used_at > keep_seconds]
+            closing = [self._kept.pop(sid) for sid in gone]
+        for kept in closing:
+            kept.close()
+
+    def drop(self, session_id: str) -> None:
+        with self._lock:
+            kept = self._kept.pop(session_id, None)
+        if kept is not None:
+            kept.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            closing, self._kept = list(self._kept.values()), {}
+        for kept in closing:
+            kept.close()
+
+    def pid_of(self, session_id: str) -> int | None:
+        with self._lock:
+            kept = self._kept.get(session_id)
+        return kept.process.process.pid if kept is not None else None
+
+
+_KEPT = _KeptProcesses()
+
+
+def pi_processes_close() -> None:
+    """Close every pi process this worker keeps (at exit, and between tests)."""
+    _KEPT.close_all()
 
 
 @dataclass(frozen=True)

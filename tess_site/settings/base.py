@@ -179,6 +179,10 @@ TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
 TESS_PI_EXECUTABLE = pi_executable(os.environ)
 TESS_PI_MODEL_DIR = Path(env_str("TESS_PI_MODEL_DIR", str(VAR_DIR / "pi-model")) or VAR_DIR / "pi-model")
 TESS_PI_CONTEXT_TOKENS = env_int("TESS_PI_CONTEXT_TOKENS", 272_000, minimum=4096)
+# A session's pi process is kept this long after its turn for the next (0: a process per turn), at most this
+# many per worker process (each holds about 140 MB).
+TESS_PI_KEEP_SECONDS = env_int("TESS_PI_KEEP_SECONDS", 600, minimum=0)
+TESS_PI_KEEP_MAX = env_int("TESS_PI_KEEP_MAX", 4, minimum=0)
 # Tokens of a session's earlier conversation each prompt carries; older turns are summarised beyond it.
 TESS_CONVERSATION_TOKENS = conversation_tokens(os.environ)
 TESS_TOOL_POLICY = env_choice("TESS_TOOL_POLICY", ("read_only", "approval_required"), "approval_required")

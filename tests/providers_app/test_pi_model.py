@@ -27,7 +27,7 @@ from providers_app.model_adapters import (
     get_model_adapter,
     registered_model_adapters,
 )
-from providers_app.pi_model import KEY_ENV, PiModelAdapter, pi_conversation_reset
+from providers_app.pi_model import _KEPT, KEY_ENV, PiModelAdapter, pi_conversation_reset, pi_processes_close
 from tests.conftest import require_or_skip
 from tests.providers_app.chat_standin import ChatStandIn, _text, running_chat_standin
 from tests.waiting import wait_for
@@ -53,10 +53,25 @@ def chat_standin() -> Iterator[ChatStandIn]:
         yield standin
 
 
+@pytest.fixture(autouse=True)
+def _no_pi_kept_across_tests() -> Iterator[None]:
+    yield
+    pi_processes_close()
+
+
 def adapter_for(
-    standin: ChatStandIn, root: Path, executable: Path, *, model: str = "gpt-5.6-sol", timeout: float = 60.0
+    standin: ChatStandIn,
+    root: Path,
+    executable: Path,
+    *,
+    model: str = "gpt-5.6-sol",
+    timeout: float = 60.0,
+    keep_seconds: float = 60.0,
+    keep_max: int = 4,
 ) -> PiModelAdapter:
     return PiModelAdapter(
+        keep_seconds=keep_seconds,
+        keep_max=keep_max,
         executable=[str(executable)],
         root=root,
         base_url=standin.base_url,
@@ -158,7 +173,8 @@ def test_tess_writes_pi_s_models_json_in_its_own_agent_dir_without_the_key(tmp_p
 def test_a_second_turn_carries_the_first_through_pi_s_session_file(tmp_path, pi_executable, chat_standin):
     adapter, session_id = adapter_for(chat_standin, tmp_path, pi_executable), str(uuid.uuid4())
     first = adapter.complete(request_for(session_id, "which sessions failed overnight?"))
-    header = session_header(tmp_path, session_id)
+    header, kept = session_header(tmp_path, session_id), _KEPT.pid_of(session_id)
+    assert kept is not None
     conversation = (
         {"role": "user", "content": "which sessions failed overnight?"},
         {"role": "assistant", "content": first.text},
@@ -170,8 +186,10 @@ def test_a_second_turn_carries_the_first_through_pi_s_session_file(tmp_path, pi_
         ("user", "what did I just ask you?"),
     ]
     assert second.text.endswith("what did I just ask you?")
-    # pi continued its own file (its replay, its compaction), not one written again from Tess's conversation.
+    # pi continued its own file (its replay, its compaction), not one written again from Tess's conversation,
+    # and the process kept from the first turn answered the second.
     assert session_header(tmp_path, session_id) == header
+    assert _KEPT.pid_of(session_id) == kept
 
 
 def test_a_first_turn_through_pi_starts_from_tess_s_conversation(tmp_path, pi_executable, chat_standin):
@@ -223,6 +241,7 @@ def test_pi_s_own_compaction_applies_to_the_next_turn(tmp_path, pi_executable, c
 def test_turns_answered_without_pi_reach_pi_once_before_the_next(tmp_path, pi_executable, chat_standin):
     adapter, session_id = adapter_for(chat_standin, tmp_path, pi_executable), str(uuid.uuid4())
     first = adapter.complete(request_for(session_id, "first"))
+    kept = _KEPT.pid_of(session_id)
     conversation = (
         {"role": "user", "content": "first"},
         {"role": "assistant", "content": first.text},
@@ -237,6 +256,8 @@ def test_turns_answered_without_pi_reach_pi_once_before_the_next(tmp_path, pi_ex
         ("assistant", "Memory card parked."),
         ("user", "third"),
     ]
+    # The kept process did not know the appended turns: a new one read the file.
+    assert _KEPT.pid_of(session_id) not in (None, kept)
 
 
 def test_a_conversation_that_no_longer_shows_pi_s_last_turn_is_written_again(tmp_path, pi_executable, chat_standin):
@@ -257,9 +278,13 @@ def test_pi_conversation_reset_forgets_pi_s_copy_and_the_next_turn_starts_from_t
     adapter.complete(request_for(session_id, "the vault code is 4321"))
     pi_file = tmp_path / "sessions" / f"{session_id}.jsonl"
     assert "4321" in pi_file.read_text()
+    kept = _KEPT.pid_of(session_id)
+    assert kept is not None
     with override_settings(TESS_PI_MODEL_DIR=tmp_path):
         assert pi_conversation_reset(session_id) is True
         assert not pi_file.exists()
+        assert _KEPT.pid_of(session_id) is None  # nor does a pi process keep it in memory
+        assert not Path(f"/proc/{kept}").exists() or "zombie" in Path(f"/proc/{kept}/status").read_text()
         assert pi_conversation_reset(session_id) is False  # nothing left to forget
         assert pi_conversation_reset(str(uuid.uuid4())) is False
     conversation = (
@@ -289,6 +314,21 @@ def test_a_reset_during_a_turn_is_honoured_by_the_next_one(tmp_path, pi_executab
     adapter.complete(request_for(session_id, "next", conversation))
     assert session_header(tmp_path, session_id) != written
     assert not (tmp_path / "sessions" / f"{session_id}.reset").exists()
+
+
+def test_a_process_per_turn_when_none_is_kept_and_the_least_recent_goes_beyond_the_limit(
+    tmp_path, pi_executable, chat_standin
+):
+    once = adapter_for(chat_standin, tmp_path, pi_executable, keep_seconds=0)
+    session_id = str(uuid.uuid4())
+    once.complete(request_for(session_id, "hello"))
+    assert _KEPT.pid_of(session_id) is None
+    adapter = adapter_for(chat_standin, tmp_path, pi_executable, keep_max=1)
+    older, newer = str(uuid.uuid4()), str(uuid.uuid4())
+    adapter.complete(request_for(older, "one"))
+    adapter.complete(request_for(newer, "two"))
+    assert _KEPT.pid_of(older) is None
+    assert _KEPT.pid_of(newer) is not None
 
 
 def test_pi_conversation_reset_refuses_an_id_that_is_not_a_session_s(settings, tmp_path):
@@ -497,7 +537,7 @@ def test_with_the_pi_adapter_a_follow_up_through_the_api_is_answered_with_the_ea
     }
     with override_settings(**chosen):
         first = turn("which sessions failed overnight?")
-        header = session_header(tmp_path, str(session.pk))
+        header, kept = session_header(tmp_path, str(session.pk)), _KEPT.pid_of(str(session.pk))
         second = turn("what did I just ask you?")
     assert first["reply"].startswith("stand-in answer to: ## ")  # pi's answer, not the deterministic one
     assert first["reply"].endswith("which sessions failed overnight?")
@@ -512,3 +552,4 @@ def test_with_the_pi_adapter_a_follow_up_through_the_api_is_answered_with_the_ea
     ]
     assert "## Live state" in requests[1][-1]["content"]  # this turn's dynamic section, beside its text
     assert session_header(tmp_path, str(session.pk)) == header  # pi went on with its own file
+    assert kept is not None and _KEPT.pid_of(str(session.pk)) == kept  # in the process kept from the first turn
