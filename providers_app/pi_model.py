@@ -491,7 +491,7 @@ class PiModelAdapter:
             argv = self._argv(paths.session, system_file)
             # The kept process holds the session as its last turn left it: it may answer only if nobody (another
             # worker, a catch-up, a reset) changed the file since.
-            taken = _KEPT.take(session_id, argv=argv, signature=_signature(paths.session))
+            taken = _KEPT.take(session_id, launch=self._launch(argv), signature=_signature(paths.session))
             try:
                 result, kept = self._run(request, argv, agent, deadline, earlier, taken)
             except ModelStopped as stopped:
@@ -526,6 +526,12 @@ class PiModelAdapter:
                 return []
             logger.info("pi model: %s no longer matches the conversation; written again from it", paths.session.name)
         return _seed(paths.session, prompt.conversation, model=self.model, cwd=self._work())
+
+    def _launch(self, argv: list[str]) -> tuple[str, ...]:
+        """What a kept process must have been started with to answer: the same command line, endpoint, key and
+        model (a changed key or endpoint takes effect at the next turn, not when the process is reaped)."""
+        given = json.dumps([self.base_url, self.api_key, self.model, self.thinking, self.context_tokens])
+        return (*argv, hashlib.sha256(given.encode()).hexdigest())
 
     def _argv(self, session_file: Path, system_file: Path) -> list[str]:
         return [
@@ -570,7 +576,7 @@ class PiModelAdapter:
                 raise ModelUnavailable(
                     "The pi executable could not be started.", details={"adapter": self.name}
                 ) from exc
-            kept = _Kept(process=process, events=events, argv=argv)
+            kept = _Kept(process=process, events=events, launch=self._launch(argv))
         process, events = kept.process, kept.events
         try:
             process.timeout = max(deadline - time.monotonic(), 0.1)
@@ -691,7 +697,7 @@ class _Kept:
 
     process: RpcProcess
     events: queue.Queue[dict[str, Any] | None]
-    argv: list[str]
+    launch: tuple[str, ...]  # its command line and what it was given (``PiModelAdapter._launch``)
     signature: tuple[int, int, int] | None = None
     used_at: float = 0.0
 
@@ -708,12 +714,12 @@ class _KeptProcesses:
         self._kept: dict[str, _Kept] = {}
         self._lock = threading.Lock()
 
-    def take(self, session_id: str, *, argv: list[str], signature: tuple[int, int, int] | None) -> _Kept | None:
+    def take(self, session_id: str, *, launch: tuple[str, ...], signature: tuple[int, int, int] | None) -> _Kept | None:
         with self._lock:
             kept = self._kept.pop(session_id, None)
         if kept is None:
             return None
-        if kept.argv == argv and signature is not None and kept.signature == signature and kept.process.alive():
+        if kept.launch == launch and signature is not None and kept.signature == signature and kept.process.alive():
             while not kept.events.empty():  # anything pi said between turns is no part of this one
                 kept.events.get_nowait()
             return kept

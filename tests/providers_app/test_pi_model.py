@@ -331,6 +331,18 @@ def test_a_process_per_turn_when_none_is_kept_and_the_least_recent_goes_beyond_t
     assert _KEPT.pid_of(newer) is not None
 
 
+def test_a_kept_process_does_not_answer_once_the_key_or_endpoint_changed(tmp_path, pi_executable, chat_standin):
+    adapter, session_id = adapter_for(chat_standin, tmp_path, pi_executable), str(uuid.uuid4())
+    first = adapter.complete(request_for(session_id, "one"))
+    kept = _KEPT.pid_of(session_id)
+    adapter.api_key = "sk-rotated"
+    conversation = ({"role": "user", "content": "one"}, {"role": "assistant", "content": first.text})
+    adapter.complete(request_for(session_id, "two", conversation))
+    assert chat_standin.requests[-1]["auth"] == "Bearer sk-rotated"
+    assert _KEPT.pid_of(session_id) not in (None, kept)
+    assert turns(sent(chat_standin))[0] == ("user", "one")  # the new process read the same file
+
+
 def test_pi_conversation_reset_refuses_an_id_that_is_not_a_session_s(settings, tmp_path):
     settings.TESS_PI_MODEL_DIR = tmp_path
     (tmp_path / "sessions").mkdir()
