@@ -10,6 +10,8 @@ may do before any adapter runs) and it never writes operator memory. Adapters re
   (``TESS_MODEL_BASE_URL``), model ``TESS_MODEL`` (default ``gpt-5.6-sol``), reasoning effort
   ``TESS_REASONING_LEVEL`` (default ``high``), ``TESS_MODEL_TIMEOUT_SECONDS``, streamed or not
   (``TESS_MODEL_STREAM``). Failures are typed: ``model_timeout``, ``model_unavailable``, ``model_error``.
+- ``pi`` (``pi_model.py``, registered by ``wiring``): the same endpoint and settings through
+  ``pi --mode rpc --no-tools``, one pi session file per Tess session, as seed 001 deploys Tess.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import logging
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .contract import ProviderError, ProviderUnavailable
@@ -30,8 +30,18 @@ logger = logging.getLogger(__name__)
 class RpcProcess:
     """One ``pi --mode rpc --session <file>`` process and a reader thread that routes its responses."""
 
-    def __init__(self, argv: Sequence[str], *, cwd: str | None, env: dict[str, str], timeout: float) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        timeout: float,
+        on_event: Callable[[dict[str, Any] | None], None] | None = None,
+    ) -> None:
+        # ``on_event`` is called on the reader thread with each agent event, then with None when stdout ends.
         self.timeout = timeout
+        self._on_event = on_event
         self._ids = itertools.count(1)
         self._waiting: dict[str, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
@@ -75,6 +85,8 @@ class RpcProcess:
         with self._lock:  # the process is gone: wake every waiter, empty-handed
             for event, _ in self._waiting.values():
                 event.set()
+        if self._on_event is not None:
+            self._on_event(None)
 
     def _dispatch(self, line: bytes) -> None:
         try:
@@ -92,6 +104,8 @@ class RpcProcess:
                 waiter[0].set()
             return
         self.last_event_at = time.monotonic()
+        if self._on_event is not None:
+            self._on_event(record)
 
     def request(self, command: dict[str, Any]) -> dict[str, Any]:
         """Send one command and wait for its response; ``ProviderUnavailable`` if none comes in time."""

@@ -15,7 +15,9 @@ from .catalog_wiring import register_catalog_capabilities
 from .health import provider_health_for
 from .hermes import HermesProvider
 from .matrix import MatrixProvider
+from .model_adapters import register_model_adapter
 from .pi import PiProvider
+from .pi_model import PiModelAdapter
 from .registry import register_runtime_provider
 from .tmux import TmuxProvider
 
@@ -25,6 +27,7 @@ def connect() -> None:
     register_runtime_provider(PiProvider.kind, PiProvider)
     register_runtime_provider(HermesProvider.kind, HermesProvider)
     register_runtime_provider(MatrixProvider.kind, MatrixProvider)
+    register_model_adapter(PiModelAdapter.name, PiModelAdapter.from_settings)
     register_health_check("runtime_providers", provider_health_for)
     # A GitOps write is approved by a human, then executed here with the parameters bound at request time.
     for action in gitops_approvals.ACTIONS:

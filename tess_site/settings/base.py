@@ -17,6 +17,7 @@ from .derived import (
     model_name,
     mos_webhook_secret,
     operator_memory,
+    pi_executable,
     reasoning_level,
 )
 from .env import env_bool, env_choice, env_int, env_list, env_networks, env_str
@@ -173,6 +174,15 @@ TESS_MODEL_API_KEY = env_str("TESS_MODEL_API_KEY")
 TESS_REASONING_LEVEL = reasoning_level(os.environ)
 TESS_MODEL_TIMEOUT_SECONDS = env_int("TESS_MODEL_TIMEOUT_SECONDS", 60, minimum=1, maximum=600)
 TESS_MODEL_STREAM = env_bool("TESS_MODEL_STREAM", True)
+# The pi adapter (providers_app/pi_model.py): the pi command, the directory Tess owns for pi's agent config
+# and the per-session pi files, and the context window pi compacts against.
+TESS_PI_EXECUTABLE = pi_executable(os.environ)
+TESS_PI_MODEL_DIR = Path(env_str("TESS_PI_MODEL_DIR", str(VAR_DIR / "pi-model")) or VAR_DIR / "pi-model")
+TESS_PI_CONTEXT_TOKENS = env_int("TESS_PI_CONTEXT_TOKENS", 272_000, minimum=4096)
+# A session's pi process is kept this long after its turn for the next (0: a process per turn), at most this
+# many per worker process (each holds about 140 MB).
+TESS_PI_KEEP_SECONDS = env_int("TESS_PI_KEEP_SECONDS", 600, minimum=0)
+TESS_PI_KEEP_MAX = env_int("TESS_PI_KEEP_MAX", 4, minimum=0)
 # Tokens of a session's earlier conversation each prompt carries; older turns are summarised beyond it.
 TESS_CONVERSATION_TOKENS = conversation_tokens(os.environ)
 # Sessions whose conversation read so far each process keeps, to read only what is new at the next turn.

@@ -78,18 +78,29 @@ def databases(environ: Environ, sqlite_path: Path, *, pool_default: bool = True)
 
 
 # deterministic: the embedded default, answers from live state with no model; openai_compatible: the openai
-# client against any chat-completions base URL. The earlier names builtin/openai are still accepted.
+# client against any chat-completions base URL; pi: the same endpoint through ``pi --mode rpc --no-tools``
+# (providers_app/pi_model.py). The earlier names builtin/openai are still accepted.
 _ADAPTER_ALIASES = {"builtin": "deterministic", "openai": "openai_compatible"}
 
 
+# The adapters that call a model (at TESS_MODEL_BASE_URL, with TESS_MODEL and TESS_MODEL_API_KEY).
+MODEL_ADAPTERS = ("openai_compatible", "pi")
+
+
 def model_adapter(environ: Environ) -> str:
-    choices = ("deterministic", "openai_compatible", *_ADAPTER_ALIASES)
+    choices = ("deterministic", "openai_compatible", "pi", *_ADAPTER_ALIASES)
     adapter = env_choice("TESS_MODEL_ADAPTER", choices, "deterministic", environ=environ)
     return _ADAPTER_ALIASES.get(adapter, adapter)
 
 
+def pi_executable(environ: Environ) -> str:
+    """The pi adapter's command: by default the pi that tests/providers_app/install_pi.sh installs."""
+    default = str(Path(__file__).resolve().parents[2] / "var" / "node" / "node_modules" / ".bin" / "pi")
+    return env_str("TESS_PI_EXECUTABLE", default, environ=environ) or default
+
+
 def model_name(environ: Environ) -> str | None:
-    default = "gpt-5.6-sol" if model_adapter(environ) == "openai_compatible" else "tess-deterministic"
+    default = "gpt-5.6-sol" if model_adapter(environ) in MODEL_ADAPTERS else "tess-deterministic"
     return env_str("TESS_MODEL", default, environ=environ)
 
 
@@ -109,7 +120,7 @@ def conversation_tokens(environ: Environ) -> int:
 
 
 def reasoning_level(environ: Environ) -> str:
-    default = "high" if model_adapter(environ) == "openai_compatible" else "medium"
+    default = "high" if model_adapter(environ) in MODEL_ADAPTERS else "medium"
     return env_choice("TESS_REASONING_LEVEL", ("none", "low", "medium", "high"), default, environ=environ)
 
 

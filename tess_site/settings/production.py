@@ -10,6 +10,8 @@ everything to fix. ``prod`` calls it with ``os.environ``. The security settings 
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .derived import (
     CONVERSATION_TOKENS_MAX,
     CONVERSATION_TOKENS_MIN,
+    MODEL_ADAPTERS,
     conversation_tokens,
     discord_enabled,
     discord_public_key,
@@ -26,6 +29,7 @@ from .derived import (
     model_adapter,
     model_name,
     mos_webhook_secret,
+    pi_executable,
     pool_problem,
 )
 from .env import Environ, ImproperlyConfiguredEnv, env_bool, env_choice, env_int, env_list, env_str
@@ -48,8 +52,9 @@ def _https_url(value: str) -> bool:
 def _model_problems(environ: Environ) -> list[str]:
     # seed 001: the deterministic adapter stands in for a model only when chosen on purpose.
     if env_str("TESS_MODEL_ADAPTER", environ=environ) is None:
-        return ["TESS_MODEL_ADAPTER (openai_compatible, or deterministic to run without a model on purpose)"]
-    if model_adapter(environ) != "openai_compatible":
+        return ["TESS_MODEL_ADAPTER (openai_compatible or pi, or deterministic to run without a model on purpose)"]
+    adapter = model_adapter(environ)
+    if adapter not in MODEL_ADAPTERS:
         return []
     problems = []
     base_url = env_str("TESS_MODEL_BASE_URL", environ=environ)
@@ -58,7 +63,13 @@ def _model_problems(environ: Environ) -> list[str]:
     if not model_name(environ):
         problems.append("TESS_MODEL")
     if not env_str("TESS_MODEL_API_KEY", environ=environ):
-        problems.append("TESS_MODEL_API_KEY or TESS_MODEL_API_KEY_FILE (the openai_compatible adapter is selected)")
+        problems.append(f"TESS_MODEL_API_KEY or TESS_MODEL_API_KEY_FILE (the {adapter} adapter is selected)")
+    if adapter == "pi":
+        command = shlex.split(pi_executable(environ))
+        if not command or shutil.which(command[0]) is None:
+            problems.append(
+                "TESS_PI_EXECUTABLE (the pi command, not found; bash tests/providers_app/install_pi.sh installs it)"
+            )
     return problems
 
 

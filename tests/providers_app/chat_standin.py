@@ -4,12 +4,15 @@ Behaviour by the requested model name: ``error-<status>`` answers with that stat
 ``slow_seconds`` before answering, ``held`` waits until the test sets ``release`` (at most a minute),
 ``empty`` answers with no content; ``drip`` streams its answer a word every ``drip_seconds``, after
 ``think_seconds`` of silence (``finished`` is set once a streamed answer is complete); ``broken`` streams half
-its answer and drops the connection; anything else answers ``stand-in answer to: <the last user message>``,
-streamed as server-sent events when asked. Every request body is kept in ``requests``.
+its answer and drops the connection; ``tool-<name>`` asks for a call of the tool ``<name>`` whose arguments are
+the last user message's text (a JSON object), and once that call's result is in the conversation answers in
+words; anything else answers ``stand-in answer to: <the last user message>``, streamed as server-sent events
+when asked. A user message's content may be a string or a list of text parts, as the API accepts both. Every
+request body is kept in ``requests``.
 
 While it holds or drips an answer it watches the connection: a client that closes it (a stopped turn) is
-counted in ``closed`` (and ``closed_event`` set), and the answer ends there. ``first_tokens`` holds the
-wall-clock time (``time.time()``) each streamed answer's first piece was written.
+counted in ``closed`` (and ``closed_event`` and ``disconnected`` set), and the answer ends there.
+``first_tokens`` holds the wall-clock time (``time.time()``) each streamed answer's first piece was written.
 
 Like the OpenAI API, every whole answer carries ``usage`` (``usage_of``: prompt tokens a character count of the
 messages over four, the first message's counted as cached; completion tokens one a word; reasoning tokens
@@ -52,6 +55,7 @@ class ChatStandIn:
         self.release = threading.Event()
         self.closed = 0  # answers whose client closed the connection before the answer's end
         self.closed_event = threading.Event()
+        self.disconnected = self.closed_event  # the same: a client closed its connection before the end
         self.first_tokens: list[float] = []
         standin = self
 
@@ -99,8 +103,15 @@ class ChatStandIn:
             while not self.release.is_set() and time.monotonic() < deadline:
                 if self._closed_by_client(handler, 0.05):
                     return
-        users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
-        text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
+        messages = body.get("messages", [])
+        users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        if model.startswith("tool-") and not (messages and messages[-1].get("role") == "tool"):
+            self._tool_call(handler, body, model.removeprefix("tool-"), users[-1] if users else "{}")
+            return
+        if model.startswith("tool-"):
+            text = f"stand-in saw the tool result: {_text(messages[-1].get('content'))}"
+        else:
+            text = "" if model == "empty" else f"stand-in answer to: {users[-1] if users else ''}"
         if body.get("stream"):
             self._stream(handler, body, model, text)
         else:
@@ -127,14 +138,41 @@ class ChatStandIn:
         handler.end_headers()
         handler.wfile.write(data)
 
-    def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], model: str, text: str) -> None:
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    def _tool_call(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], name: str, arguments: str) -> None:
+        model = str(body.get("model", ""))
+        call = {"id": "call_standin", "type": "function", "function": {"name": name, "arguments": arguments}}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+            self._json(handler, 200, {**self._base(model), "object": "chat.completion", "choices": [choice]})
+            return
+        self._sse_start(handler)
+        delta = {"role": "assistant", "tool_calls": [{"index": 0, **call}]}
+        for choice in (
+            {"index": 0, "delta": delta, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": "tool_calls"},
+        ):
+            self._sse(handler, {**self._base(model), "object": "chat.completion.chunk", "choices": [choice]})
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.wfile.flush()
+
+    @staticmethod
+    def _sse_start(handler: BaseHTTPRequestHandler, *, broken: bool = False) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
-        if model == "broken":
+        if broken:
             # A declared length the body never reaches: the client sees the connection drop mid-answer.
             handler.send_header("Content-Length", "100000")
         handler.end_headers()
+
+    @staticmethod
+    def _sse(handler: BaseHTTPRequestHandler, chunk: dict[str, Any]) -> None:
+        handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        handler.wfile.flush()
+
+    def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], model: str, text: str) -> None:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self._sse_start(handler, broken=model == "broken")
         words = text.split(" ")
         if model == "drip" and self.think_seconds and self._closed_by_client(handler, self.think_seconds):
             return
@@ -153,18 +191,12 @@ class ChatStandIn:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
                 **({"usage": None} if include_usage else {}),
             }
-            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            handler.wfile.flush()
+            self._sse(handler, chunk)
             if not i:
                 self.first_tokens.append(time.time())
         if include_usage:
-            last = {
-                **self._base(model),
-                "object": "chat.completion.chunk",
-                "choices": [],
-                "usage": usage_of(body, text),
-            }
-            handler.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
+            last = {**self._base(model), "object": "chat.completion.chunk", "choices": []}
+            self._sse(handler, {**last, "usage": usage_of(body, text)})
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.wfile.flush()
         self.finished.set()
@@ -193,8 +225,8 @@ class ChatStandIn:
 def usage_of(body: dict[str, Any], text: str) -> dict[str, Any]:
     """The ``usage`` the stand-in reports for an answer ``text`` to the request ``body``."""
     messages = body.get("messages", [])
-    prompt = sum(len(m.get("content") or "") for m in messages) // 4 + 1
-    cached = min(len(messages[0].get("content") or "") // 4, prompt) if messages else 0
+    prompt = sum(len(_text(m.get("content"))) for m in messages) // 4 + 1
+    cached = min(len(_text(messages[0].get("content"))) // 4, prompt) if messages else 0
     completion = len(text.split(" ")) if text else 0
     reasoning = 3 if body.get("reasoning_effort") else 0
     return {
@@ -204,6 +236,13 @@ def usage_of(body: dict[str, Any], text: str) -> dict[str, Any]:
         "prompt_tokens_details": {"cached_tokens": cached},
         "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
+
+
+def _text(content: Any) -> str:
+    """A message's text: its content string, or its text parts joined."""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
 
 
 @contextmanager
