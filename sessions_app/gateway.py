@@ -66,8 +66,10 @@ from tess_site.transactions import connection_release
 
 from . import selectors, stream
 from .conversation import PendingSummary, conversation_build, conversation_summary_store, summarised_line
-from .gateway_intent import Intent, IntentClass, classify
+from .gateway_context import project_context
+from .gateway_intent import ANSWERED, Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
+from .gateway_retrieval import Found, retrieval_for_turn
 from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
@@ -172,7 +174,7 @@ def turn_handle(*, scope: Scope, session_id: str, text: str, finish: TurnFinish 
         TurnRun.objects.create(
             turn_id=result.turn_id, session=session, actor=actor, channel=scope.channel.value, text=text
         )
-    answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
+    answering = intent.cls in ANSWERED
     try:
         if answering:
             # Step 2: live state, recall, prompt and model, with no transaction or lock held, and the
@@ -421,13 +423,24 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     live = live_state(scope, session, intent.cls)
     recall = _recall(scope, result)
     retrieved = startup_context(scope, session, first_turn=first_turn)
+    project = project_context(scope, session, text=text, live=live)  # plast-mem, with the workspace key
+    if project.system_line is not None:
+        result.system_lines.append(project.system_line)
+    found = retrieval_for_turn(scope, session, query=intent.query) if intent.cls is IntentClass.RETRIEVAL else Found()
+    result.system_lines.extend(found.system_lines)
+    retrieved = [*retrieved, *found.blocks]
     adapter = get_model_adapter()
     # The session's own earlier turns (summarised first if they outgrew their budget: a model call).
     conversation = conversation_build(session=session, adapter=adapter)
     result.summary = conversation.summary
     result.system_lines.extend(conversation.system_lines)
     prompt = prompt_assemble(
-        text=text, memory_block=recall.block, retrieved=retrieved, live=live, conversation=conversation.messages
+        text=text,
+        memory_block=recall.block,
+        retrieved=retrieved,
+        live=live,
+        conversation=conversation.messages,
+        project_context=project.block,
     )
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
@@ -436,15 +449,24 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     try:
         reply = adapter.complete(
             ModelRequest(
-                prompt=prompt, intent=intent.cls.value, live=live, standing_initiative=initiative, on_delta=deltas
+                prompt=prompt,
+                intent=intent.cls.value,
+                live=live,
+                standing_initiative=initiative,
+                on_delta=deltas,
+                found=found.reply,
             )
         )
         deltas.flush()
         result.grounded = recall.recalled_count > 0
     except ModelError as exc:
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.
-        bare = prompt_assemble(text=text, retrieved=retrieved, live=live, conversation=conversation.messages)
-        reply = DeterministicAdapter().complete(ModelRequest(prompt=bare, intent=intent.cls.value, live=live))
+        bare = prompt_assemble(
+            text=text, retrieved=retrieved, live=live, conversation=conversation.messages, project_context=project.block
+        )
+        reply = DeterministicAdapter().complete(
+            ModelRequest(prompt=bare, intent=intent.cls.value, live=live, found=found.reply)
+        )
         result.system_lines.append(("model_fallback", fallback_line(read=recall.recalled_count, code=exc.code)))
     result.reply, result.adapter = reply.text, reply.adapter
 
