@@ -23,7 +23,7 @@ event lands in the session stream, so every bound channel sees the same turn. Th
 handle a later Stop marks, and step 2 the place it interrupts.
 
 What a turn may do is decided by ``gateway_intent.classify`` before any model runs: answers (conversation,
-status, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
+status, retrieval, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
 (terminate), a Mos hand-off (coding work), or a typed refusal. A model only phrases answers.
 """
 

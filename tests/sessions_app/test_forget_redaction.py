@@ -178,3 +178,11 @@ def test_a_registered_conversation_reset_runs_after_commit_for_each_redacted_ses
         callback()
 
     assert calls == [str(session.pk)]
+
+
+def test_the_cli_stream_says_which_events_now_read_redacted():
+    from tess_cli.output import event_line
+
+    line = event_line({"seq": 9, "kind": "redacted", "ts": "", "body": {"seqs": [3, 4], "text": REDACTED_TEXT}})
+
+    assert line.split(None, 2) == ["9", "redacted", "#3, #4 now read (forgotten memory request)"]
