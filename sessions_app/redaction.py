@@ -10,7 +10,8 @@ hold them with ``REDACTED_TEXT``, and returns how many it redacted.
 Where: the sessions the operator owns and those in which the audit feed shows them taking a turn, in the
 note's tenant. What: a turn or reply whose text contains a forgotten value (compared as the notes are,
 whitespace collapsed and case-folded), and every summary of those sessions made from a redacted turn or
-after one (a summary folds the one before it in), or holding a value itself. Words paraphrased by a model
+after one (a summary folds the one before it in), or holding a value itself; and the stored answers a retried
+request of the operator would replay. Words paraphrased by a model
 inside a reply are not recognised; the summaries that could hold them are redacted by the rule above.
 
 After commit, each session gets one ``redacted`` event naming the seqs (its consumers re-render them; a
@@ -36,7 +37,7 @@ from tess_site.audit.models import AuditEvent
 
 from . import stream
 from .journal import event_append
-from .models import ConversationSummary, Session, SessionEvent
+from .models import ConversationSummary, IdempotencyRecord, Session, SessionEvent
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ def redact_forgotten(forgotten: Forgotten) -> int:
         event.body = _redacted_body(event.body)
         event.save(update_fields=["body"])
         seqs.setdefault(event.session_id, []).append(event.seq)
+    _redact_replays(forgotten, patterns)
     summarised, summaries = _redact_summaries(sessions, seqs, patterns)
     for session_id in sorted(set(seqs) | summarised, key=str):
         redacted = tuple(seqs.get(session_id, ()))
@@ -139,6 +141,31 @@ def _redact_summaries(
     rows = ConversationSummary.objects.filter(session_id__in=sessions).filter(holds | after).exclude(text=REDACTED_TEXT)
     touched = set(rows.values_list("session_id", flat=True))
     return touched, rows.update(text=REDACTED_TEXT)
+
+
+def _scrubbed(value: Any, compiled: list[re.Pattern[str]]) -> Any:
+    if isinstance(value, str):
+        return REDACTED_TEXT if any(p.search(value) for p in compiled) else value
+    if isinstance(value, list):
+        return [_scrubbed(v, compiled) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, compiled) for k, v in value.items()}
+    return value
+
+
+def _redact_replays(forgotten: Forgotten, patterns: list[str]) -> None:
+    """The stored answers a retried request would replay (kept ``TESS_IDEMPOTENCY_HOURS``) hold copies of the
+    turn and its reply: every string in them that carries a value is redacted the same way (not counted: they
+    are copies of the events counted above)."""
+    compiled = [re.compile(p, re.I) for p in patterns]
+    records = IdempotencyRecord.objects.filter(
+        tenant_id=forgotten.tenant_id, actor_id=forgotten.operator_id, response_body__isnull=False
+    ).select_for_update()
+    for record in records:
+        scrubbed = _scrubbed(record.response_body, compiled)
+        if scrubbed != record.response_body:
+            record.response_body = scrubbed
+            record.save(update_fields=["response_body"])
 
 
 def _after_redaction(session_id: uuid.UUID, seqs: tuple[int, ...]) -> None:

@@ -186,3 +186,21 @@ def test_the_cli_stream_says_which_events_now_read_redacted():
     line = event_line({"seq": 9, "kind": "redacted", "ts": "", "body": {"seqs": [3, 4], "text": REDACTED_TEXT}})
 
     assert line.split(None, 2) == ["9", "redacted", "#3, #4 now read (forgotten memory request)"]
+
+
+def test_a_retried_turn_replays_its_answer_redacted(cast, api_as, session, django_capture_on_commit_callbacks):
+    client = api_as(cast.owner)
+    key = uuid.uuid4().hex
+    url = f"/api/v1/sessions/{session.pk}/turns/"
+    first = client.post(url, {"text": "remember that I lead with sev0"}, format="json", HTTP_IDEMPOTENCY_KEY=key)
+    client.post(f"/api/v1/cards/{first.json()['cards'][0]['id']}/confirm/", format="json")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        memory_forget(scope_of(cast.owner, cast.acme), category=None, slot=None, forget_all=True)
+    replay = client.post(url, {"text": "remember that I lead with sev0"}, format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+    assert replay.status_code == 200
+    assert replay.json()["turn_id"] == first.json()["turn_id"]
+    assert "sev0" not in replay.content.decode()
+    [turn_in] = [e for e in replay.json()["events"] if e["kind"] == "turn.in"]
+    assert turn_in["body"]["text"] == REDACTED_TEXT
