@@ -426,7 +426,11 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
     project = project_context(scope, session, text=text, live=live)  # plast-mem, with the workspace key
     if project.system_line is not None:
         result.system_lines.append(project.system_line)
-    found = retrieval_for_turn(scope, session, query=intent.query) if intent.cls is IntentClass.RETRIEVAL else Found()
+    found = (
+        retrieval_for_turn(scope, session, query=intent.query, recalled=recall.block)
+        if intent.cls is IntentClass.RETRIEVAL
+        else Found()
+    )
     result.system_lines.extend(found.system_lines)
     retrieved = [*retrieved, *found.blocks]
     adapter = get_model_adapter()

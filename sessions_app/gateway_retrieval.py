@@ -8,11 +8,13 @@
 - where the session has a workspace key, that workspace's reviewed coding memory: active entries only
   (human-verified; candidates, rejected and retired entries never), labelled as data.
 
-The operator's notes are not searched: they reach prompts only through their own recall (DESIGN.md, Memory).
-The found records go into the dynamic section as retrieved context (data, not instructions), and the reply
-says what was found and where from: the deterministic adapter says ``Found.reply`` as it is; a model
-phrases it from the labelled records. A search that fails is said in a system line, never hidden. Called in
-step 2 of a turn, with no transaction open (the plugin's adapter may be plast-mem, over the network).
+The operator's notes reach prompts only through their own recall (DESIGN.md, Memory): the notes this turn
+recalled (bounded, already in the prompt's memory block) are matched too and named as the operator's notes;
+nothing else of their memory is read. The found records go into the dynamic section as retrieved context
+(data, not instructions), and the reply says what was found and where from: the deterministic adapter says
+``Found.reply`` as it is; a model phrases it from the labelled records. A search that fails is said in a
+system line, never hidden. Called in step 2 of a turn, with no transaction open (the plugin's adapter may be
+plast-mem, over the network).
 """
 
 from __future__ import annotations
@@ -79,6 +81,22 @@ def _coding_line(entry: CodingMemoryEntry) -> str:
     return f"- “{_quote(entry.statement)}” — {where}"
 
 
+# A line of the recall block (``memory_app.recall``): "- [preference, fallible] text" or, for a pin,
+# "- [pinned context session:…, fallible; re-ground before use] text".
+_RECALLED = re.compile(r"^- \[(?P<label>[a-z ]+?)(?: \S+)?, fallible[^\]]*\] (?P<text>.+)$")
+
+
+def _notes(recalled: str, terms: list[str]) -> list[str]:
+    lines = []
+    for line in recalled.splitlines():
+        note = _RECALLED.match(line)
+        if note and any(term in note.group("text").casefold() for term in terms):
+            lines.append(
+                f"- “{_quote(note.group('text'))}” — your note ({note.group('label')}, recalled for this turn)"
+            )
+    return lines
+
+
 def _operational(scope: Scope, terms: list[str], found: Found) -> list[str]:
     try:
         context, records = operator_memory_plugin().retrieval_context(scope, query=" or ".join(terms))
@@ -112,17 +130,21 @@ def _coding(scope: Scope, workspace: str, terms: list[str], found: Found) -> lis
     return lines
 
 
-def retrieval_for_turn(scope: Scope, session: Session, *, query: str) -> Found:
-    """Search what the turn's operator may read for ``query``; the labelled records and the reply."""
+def retrieval_for_turn(scope: Scope, session: Session, *, query: str, recalled: str = "") -> Found:
+    """Search what the turn's operator may read for ``query`` (``recalled``: the recall block this turn read);
+    the labelled records and the reply."""
     found = Found()
     terms = query_terms(query)
-    places = "your operational records" + (
-        f" or the reviewed coding memory of {session.workspace_key}" if session.workspace_key else ""
-    )
+    searched = ["your operational records"]
+    if recalled:
+        searched.append("your notes")
+    if session.workspace_key:
+        searched.append(f"the reviewed coding memory of {session.workspace_key}")
+    places = searched[0] if len(searched) == 1 else ", ".join(searched[:-1]) + " or " + searched[-1]
     if not terms:
         found.reply = f"Say what to look for: I search {places}."
         return found
-    lines = _operational(scope, terms, found)
+    lines = _operational(scope, terms, found) + _notes(recalled, terms)
     if session.workspace_key:
         lines += _coding(scope, session.workspace_key, terms, found)
     found.count = len(lines)

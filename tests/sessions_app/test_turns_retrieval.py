@@ -149,3 +149,23 @@ def dynamic_of(standin: ChatStandIn) -> str:
         m["content"] for m in standin.requests[-1]["body"]["messages"] if "## Live state" in str(m.get("content"))
     ]
     return dynamic
+
+
+def test_the_notes_this_turn_recalled_are_found_and_named_as_the_operators_notes(cast, api_as):
+    from approvals_app.cards import card_confirm
+    from memory_app.services import memory_propose
+
+    scope = scope_of(cast.owner, cast.acme)
+    card = memory_propose(scope, data={"op": "remember", "category": "preferences", "value": "ledger reports in UTC"})
+    card_confirm(scope=scope, card_id=card.id)
+    theirs = scope_of(cast.teammate, cast.acme)
+    card = memory_propose(theirs, data={"op": "remember", "category": "preferences", "value": "ledger in CET"})
+    card_confirm(scope=theirs, card_id=card.id)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
+
+    body = turn(api_as(cast.owner), session, "what did we decide about the ledger?")
+
+    assert body["reply"].splitlines() == [
+        "I found 1 record about “the ledger” in your operational records or your notes:",
+        "- “ledger reports in UTC” — your note (preference, recalled for this turn)",
+    ]
