@@ -329,8 +329,11 @@ Hooks other scripts may use (window.Tess):
   }
 
   // A turn's line knows its seq, so a later "redacted" event (a forgotten note's words) can replace its text.
+  const REDACTED_TEXT = "(forgotten memory request)"; // sessions_app.redaction.REDACTED_TEXT
+
   function bySeq(event, item) {
     if (typeof event.seq === "number") item.dataset.seq = String(event.seq);
+    if ((event.body || {}).text === REDACTED_TEXT) item.classList.add("tess-redacted");
     return item;
   }
 

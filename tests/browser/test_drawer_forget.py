@@ -3,6 +3,8 @@ matching lineage"): the conversation re-renders the redacted turns live, and a r
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -60,4 +62,5 @@ def test_forget_all_takes_the_words_off_the_drawer_live_and_after_a_reload(cast,
     conversation = drawer.locator("#tess-conversation")
     expect(conversation.locator(".tess-in")).to_have_count(2)
     expect(conversation.locator(".tess-in").first.locator(".tess-text")).to_have_text("(forgotten memory request)")
+    expect(conversation.locator(".tess-in").first).to_have_class(re.compile(r"\btess-redacted\b"))
     expect(conversation).not_to_contain_text("sev0")
