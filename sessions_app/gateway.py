@@ -469,7 +469,7 @@ def _answer(scope: Scope, session: Session, intent: Intent, text: str, result: T
             text=text, retrieved=retrieved, live=live, conversation=conversation.messages, project_context=project.block
         )
         reply = DeterministicAdapter().complete(
-            ModelRequest(prompt=bare, intent=intent.cls.value, live=live, found=found.reply)
+            ModelRequest(prompt=bare, intent=intent.cls.value, live=live, found=found.reply_without_notes)
         )
         result.system_lines.append(("model_fallback", fallback_line(read=recall.recalled_count, code=exc.code)))
     result.reply, result.adapter = reply.text, reply.adapter

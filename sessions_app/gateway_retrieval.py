@@ -52,6 +52,7 @@ _STOP = frozenset((
 class Found:
     blocks: list[str] = field(default_factory=list)  # labelled, for the prompt's retrieved context
     reply: str = ""  # what was found and where from, in words (the deterministic adapter's answer)
+    reply_without_notes: str = ""  # the same without the recalled notes (a fallback answer rests on none)
     count: int = 0
     system_lines: list[tuple[str, str]] = field(default_factory=list)
 
@@ -130,27 +131,36 @@ def _coding(scope: Scope, workspace: str, terms: list[str], found: Found) -> lis
     return lines
 
 
+def _places(session: Session, *, notes: bool) -> str:
+    searched = ["your operational records"]
+    if notes:
+        searched.append("your notes")
+    if session.workspace_key:
+        searched.append(f"the reviewed coding memory of {session.workspace_key}")
+    return searched[0] if len(searched) == 1 else ", ".join(searched[:-1]) + " or " + searched[-1]
+
+
+def _phrase(query: str, places: str, lines: list[str]) -> str:
+    if not lines:
+        return f"I found nothing about “{query}” in {places}."
+    what = "1 record" if len(lines) == 1 else f"{len(lines)} records"
+    return f"I found {what} about “{query}” in {places}:\n" + "\n".join(lines)
+
+
 def retrieval_for_turn(scope: Scope, session: Session, *, query: str, recalled: str = "") -> Found:
     """Search what the turn's operator may read for ``query`` (``recalled``: the recall block this turn read);
     the labelled records and the reply."""
     found = Found()
     terms = query_terms(query)
-    searched = ["your operational records"]
-    if recalled:
-        searched.append("your notes")
-    if session.workspace_key:
-        searched.append(f"the reviewed coding memory of {session.workspace_key}")
-    places = searched[0] if len(searched) == 1 else ", ".join(searched[:-1]) + " or " + searched[-1]
     if not terms:
-        found.reply = f"Say what to look for: I search {places}."
+        found.reply = found.reply_without_notes = (
+            f"Say what to look for: I search {_places(session, notes=bool(recalled))}."
+        )
         return found
-    lines = _operational(scope, terms, found) + _notes(recalled, terms)
-    if session.workspace_key:
-        lines += _coding(scope, session.workspace_key, terms, found)
-    found.count = len(lines)
-    if not lines:
-        found.reply = f"I found nothing about “{query}” in {places}."
-        return found
-    what = "1 record" if len(lines) == 1 else f"{len(lines)} records"
-    found.reply = f"I found {what} about “{query}” in {places}:\n" + "\n".join(lines)
+    records = _operational(scope, terms, found)
+    notes = _notes(recalled, terms)
+    coding = _coding(scope, session.workspace_key, terms, found) if session.workspace_key else []
+    found.count = len(records) + len(notes) + len(coding)
+    found.reply = _phrase(query, _places(session, notes=bool(recalled)), records + notes + coding)
+    found.reply_without_notes = _phrase(query, _places(session, notes=False), records + coding)
     return found

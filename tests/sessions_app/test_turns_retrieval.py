@@ -169,3 +169,27 @@ def test_the_notes_this_turn_recalled_are_found_and_named_as_the_operators_notes
         "I found 1 record about “the ledger” in your operational records or your notes:",
         "- “ledger reports in UTC” — your note (preference, recalled for this turn)",
     ]
+
+
+def test_when_the_model_fails_the_fallback_names_the_records_but_not_the_notes(cast, api_as, settings):
+    from approvals_app.cards import card_confirm
+    from memory_app.services import memory_propose
+
+    scope = scope_of(cast.owner, cast.acme)
+    card = memory_propose(scope, data={"op": "remember", "category": "preferences", "value": "ledger reports in UTC"})
+    card_confirm(scope=scope, card_id=card.id)
+    earlier = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
+    capture(cast.owner, cast.acme, earlier, DECISION)
+    session = SessionFactory.create(owner=cast.owner, tenant=cast.acme)
+    with running_chat_standin() as standin:
+        settings.TESS_MODEL_ADAPTER = "openai_compatible"
+        settings.TESS_MODEL = "error-503"
+        settings.TESS_MODEL_BASE_URL = standin.base_url
+        settings.TESS_MODEL_TIMEOUT_SECONDS = 5
+        body = turn(api_as(cast.owner), session, "what did we decide about the ledger?")
+
+    lines = body["reply"].splitlines()
+    assert lines[0] == "I found 1 record about “the ledger” in your operational records:"
+    assert lines[1].startswith(f"- “{DECISION}” — operational record (handoff.completed")
+    assert "ledger reports in UTC" not in body["reply"]
+    assert [e["body"]["code"] for e in body["events"] if e["kind"] == "system"] == ["model_fallback"]
