@@ -17,7 +17,8 @@ from .services import KEPT_ON_DECIDED, memory_apply
 
 class MemoryCardHandler:
     def apply(self, scope: Scope, card: Card) -> CardApplied:
-        """The server's result: ``{outcome, deleted_count, row, error}``; a refusal is an outcome too."""
+        """The server's result: ``{outcome, deleted_count, redacted_count, row, error}``; a refusal is an
+        outcome too."""
         try:
             with transaction.atomic():
                 outcome = memory_apply(scope, card)
@@ -25,7 +26,7 @@ class MemoryCardHandler:
             raise
         except TessError as exc:
             error = {"code": exc.code, "message": exc.message, "details": exc.details}
-            refused = {"outcome": "refused", "deleted_count": 0, "row": None}
+            refused = {"outcome": "refused", "deleted_count": 0, "redacted_count": 0, "row": None}
             return CardApplied(response={**refused, "error": error}, stored={**refused, "error": {"code": exc.code}})
         row = outcome.row
         ids = (
@@ -33,7 +34,12 @@ class MemoryCardHandler:
             if row is not None
             else None
         )
-        common = {"outcome": outcome.outcome, "deleted_count": outcome.deleted_count, "error": None}
+        common = {
+            "outcome": outcome.outcome,
+            "deleted_count": outcome.deleted_count,
+            "redacted_count": outcome.redacted_count,
+            "error": None,
+        }
         return CardApplied(response={**common, "row": row_data(row)}, stored={**common, "row": ids})
 
     def scrub(self, payload: dict[str, Any]) -> dict[str, Any]:

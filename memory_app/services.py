@@ -9,6 +9,7 @@ tabled in ``policy``. Recall lives in ``recall`` and is re-exported here for the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,6 +39,7 @@ from .errors import (
     SlotInUse,
     loud,
 )
+from .forgetting import Forgotten, forgotten_notify, forgotten_values
 from .locks import lock_categories
 from .models import OperatorMemory, OperatorMemoryHistory
 from .policy import (
@@ -77,6 +79,9 @@ class Outcome:
     outcome: str  # created | revised | reauthorized | deleted
     deleted_count: int = 0
     row: OperatorMemory | None = None
+    # What carried the deleted notes' words elsewhere (stream turns, replies, conversation summaries) and was
+    # redacted with them (``forgetting``).
+    redacted_count: int = 0
 
 
 def _owner(scope: Scope) -> dict[str, int]:
@@ -186,6 +191,7 @@ def _audit(
             "memory_id": str(row.memory_id) if row is not None else None,
             "revision": row.revision if row is not None else None,
             "deleted_count": outcome.deleted_count,
+            "redacted_count": outcome.redacted_count,
             **extra,
         },
     )
@@ -286,31 +292,53 @@ def _write(scope: Scope, payload: dict[str, Any], *, card: Card, now: datetime) 
     return Outcome("created", row=row)
 
 
-def _delete_slot(*, tenant_id: int, operator_id: int, category: Category, slot: str) -> int:
-    """Delete one current row and its whole lineage; the exact number of rows deleted."""
+def _pending_values(*, tenant_id: int, operator_id: int, match: Callable[[dict[str, Any]], bool]) -> list[str]:
+    """The values of the operator's pending memory cards that ``match``: proposals scrubbed with the notes."""
+    cards = Card.objects.filter(owner_id=operator_id, tenant_id=tenant_id, kind=CARD_KIND, status=Card.Status.PENDING)
+    return [str(p.get("value")) for p in cards.values_list("payload", flat=True) if match(p) and p.get("value")]
+
+
+def _delete_slot(*, tenant_id: int, operator_id: int, category: Category, slot: str) -> Outcome:
+    """Delete one current row and its whole lineage, and redact what carried its words; the exact counts."""
     owner = {"tenant_id": tenant_id, "operator_id": operator_id}
     lock_categories(**owner, categories=[category])
     memory_ids = current_rows(**owner).filter(category=category.value, slot=slot).values("memory_id")
     lineage = Q(memory_id__in=memory_ids) | Q(category=category.value, slot=slot)
+
+    def matches(p: dict[str, Any]) -> bool:
+        return p.get("category") == category.value and p.get("slot") == slot
+
+    values = [
+        *current_rows(**owner).filter(category=category.value, slot=slot).values_list("value", flat=True),
+        *history_rows(**owner).filter(lineage).values_list("value", flat=True),
+        *_pending_values(**owner, match=matches),
+    ]
+    redacted = forgotten_notify(
+        Forgotten(tenant_id=tenant_id, operator_id=operator_id, values=forgotten_values(values))
+    )
     history_deleted, _ = history_rows(**owner).filter(lineage).delete()
     current_deleted, _ = current_rows(**owner).filter(category=category.value, slot=slot).delete()
-    cards_scrub_pending(
-        owner_id=operator_id,
-        tenant_id=tenant_id,
-        kind=CARD_KIND,
-        match=lambda p: p.get("category") == category.value and p.get("slot") == slot,
-    )
-    return current_deleted + history_deleted
+    cards_scrub_pending(owner_id=operator_id, tenant_id=tenant_id, kind=CARD_KIND, match=matches)
+    return Outcome("deleted", deleted_count=current_deleted + history_deleted, redacted_count=redacted)
 
 
-def _delete_all(*, tenant_id: int, operator_id: int) -> int:
-    """Delete every current and superseded row of one operator in one tenant; the exact count."""
+def _delete_all(*, tenant_id: int, operator_id: int) -> Outcome:
+    """Delete every current and superseded row of one operator in one tenant, and redact what carried their
+    words; the exact counts."""
     owner = {"tenant_id": tenant_id, "operator_id": operator_id}
     lock_categories(**owner, categories=list(Category))
+    values = [
+        *current_rows(**owner).values_list("value", flat=True),
+        *history_rows(**owner).values_list("value", flat=True),
+        *_pending_values(**owner, match=lambda p: True),
+    ]
+    redacted = forgotten_notify(
+        Forgotten(tenant_id=tenant_id, operator_id=operator_id, values=forgotten_values(values), everything=True)
+    )
     history_deleted, _ = history_rows(**owner).delete()
     current_deleted, _ = current_rows(**owner).delete()
     cards_scrub_pending(owner_id=operator_id, tenant_id=tenant_id, kind=CARD_KIND, match=lambda p: True)
-    return current_deleted + history_deleted
+    return Outcome("deleted", deleted_count=current_deleted + history_deleted, redacted_count=redacted)
 
 
 def memory_apply(scope: Scope, card: Card) -> Outcome:
@@ -320,12 +348,12 @@ def memory_apply(scope: Scope, card: Card) -> Outcome:
     op = payload.get("op")
     now = timezone.now()
     if op == "forget_all":
-        outcome = Outcome("deleted", deleted_count=_delete_all(**_owner(scope)))
+        outcome = _delete_all(**_owner(scope))
         _audit(scope, "forget_all", outcome, category=None, slot=None, card=str(card.id))
         return outcome
     category, slot = Category(payload["category"]), check_slot(payload["slot"])
     if op == "forget":
-        outcome = Outcome("deleted", deleted_count=_delete_slot(**_owner(scope), category=category, slot=slot))
+        outcome = _delete_slot(**_owner(scope), category=category, slot=slot)
         _audit(scope, "forget", outcome, category=category.value, slot=slot, card=str(card.id))
         return outcome
     outcome = _write(scope, payload, card=card, now=now)
@@ -335,8 +363,9 @@ def memory_apply(scope: Scope, card: Card) -> Outcome:
 
 
 @loud
-def memory_forget(scope: Scope, *, category: str | None, slot: str | None, forget_all: bool) -> int:
-    """The direct privacy route: one exact row and its lineage, or everything. Returns the exact count.
+def memory_forget(scope: Scope, *, category: str | None, slot: str | None, forget_all: bool) -> Outcome:
+    """The direct privacy route: one exact row and its lineage, or everything, and what carried their words
+    redacted. Returns the exact counts.
 
     Ambiguous shapes are refused: a slot without a category, a category without a slot, nothing at all,
     or ``all`` together with either.
@@ -348,32 +377,31 @@ def memory_forget(scope: Scope, *, category: str | None, slot: str | None, forge
     _require_served(scope)
     with transaction.atomic():
         if forget_all:
-            deleted = _delete_all(**_owner(scope))
-            _audit(scope, "forget_all", Outcome("deleted", deleted_count=deleted), category=None, slot=None)
-            return deleted
+            outcome = _delete_all(**_owner(scope))
+            _audit(scope, "forget_all", outcome, category=None, slot=None)
+            return outcome
         parsed, checked = parse_category(category), check_slot(str(slot))
-        deleted = _delete_slot(**_owner(scope), category=parsed, slot=checked)
-        _audit(scope, "forget", Outcome("deleted", deleted_count=deleted), category=parsed.value, slot=checked)
-    return deleted
+        outcome = _delete_slot(**_owner(scope), category=parsed, slot=checked)
+        _audit(scope, "forget", outcome, category=parsed.value, slot=checked)
+    return outcome
 
 
 @loud
-def memory_erase_operator(*, user: User, correlation_id: str) -> dict[str, int]:
-    """Operator-subject erasure for administrators: every row of ``user`` in every tenant, per-tenant counts.
+def memory_erase_operator(*, user: User, correlation_id: str) -> dict[str, Outcome]:
+    """Operator-subject erasure for administrators: every row of ``user`` in every tenant, and what carried
+    their words redacted; per-tenant counts.
 
     Works whatever the switches say (erasure is the administrator's duty, not a memory read). Each tenant's
     deletion is audited with a system scope, ids and counts only.
     """
     tenant_ids = set(tenant_ids_with_rows_of(user.pk)) | set(tenant_ids_with_history_of(user.pk))
-    counts: dict[str, int] = {}
+    counts: dict[str, Outcome] = {}
     for tenant in Tenant.objects.filter(pk__in=tenant_ids).order_by("slug"):
         system = Scope(tenant=tenant, actor=None, channel=Channel.SYSTEM, correlation_id=correlation_id)
         with transaction.atomic():
-            deleted = _delete_all(tenant_id=tenant.pk, operator_id=user.pk)
-            _audit(
-                system, "erase", Outcome("deleted", deleted_count=deleted), category=None, slot=None, operator=user.pk
-            )
-        counts[tenant.slug] = deleted
+            outcome = _delete_all(tenant_id=tenant.pk, operator_id=user.pk)
+            _audit(system, "erase", outcome, category=None, slot=None, operator=user.pk)
+        counts[tenant.slug] = outcome
     with transaction.atomic():
         cards_scrub_pending(owner_id=user.pk, tenant_id=None, kind=CARD_KIND, match=lambda p: True)
     return counts

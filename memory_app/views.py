@@ -68,9 +68,17 @@ def result_sentence(result: dict[str, Any]) -> str:
     outcome = str(result.get("outcome", ""))
     if outcome == "deleted":
         count = int(result.get("deleted_count") or 0)
-        return ngettext("Deleted %(n)d note.", "Deleted %(n)d notes, superseded revisions counted.", count) % {
+        sentence = ngettext("Deleted %(n)d note.", "Deleted %(n)d notes, superseded revisions counted.", count) % {
             "n": count
         }
+        redacted = int(result.get("redacted_count") or 0)
+        if redacted:
+            sentence += " " + ngettext(
+                "%(n)d message in your sessions was redacted.",
+                "%(n)d messages in your sessions were redacted.",
+                redacted,
+            ) % {"n": redacted}
+        return sentence
     return {
         "created": "Remembered.",
         "revised": "Changed; the earlier text is kept as a superseded revision.",

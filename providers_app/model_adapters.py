@@ -130,6 +130,9 @@ class ModelRequest:
     intent: str
     live: dict[str, Any] = field(default_factory=dict)
     standing_initiative: str = ""
+    # A retrieval turn's findings, each with where it came from (the deterministic adapter says them as they are;
+    # a model reads the labelled records in the prompt's dynamic section).
+    found: str = ""
     # Called with each piece of the answer as the model produces it (a streaming adapter only); never raises.
     on_delta: Callable[[str], None] | None = field(default=None, compare=False)
     # Set when the turn is stopped: the adapter ends the model call promptly and raises ``ModelStopped``.
@@ -222,6 +225,8 @@ class DeterministicAdapter:
             # A plain list of the earlier turns (the caller cuts it to its budget).
             return ModelReply(text=request.prompt.user_text, adapter=self.name, model="tess-deterministic")
         live = request.live
+        if request.intent == "retrieval":
+            return ModelReply(text=request.found, adapter=self.name, model="tess-deterministic")
         lines = [_session_line(live)]
         if request.intent == "status":
             lines.append(_runtime_line(live))

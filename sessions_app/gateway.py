@@ -24,7 +24,7 @@ handle a Stop marks (``turn_stop``), and step 2 the place it interrupts: the mod
 is written as stopped (``turn.out`` with ``stopped``) with the text shown so far.
 
 What a turn may do is decided by ``gateway_intent.classify`` before any model runs: answers (conversation,
-status, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
+status, retrieval, safe diagnostics), a memory card (the operator's own words, confirmed later), an approval request
 (terminate), a Mos hand-off (coding work), or a typed refusal. A model only phrases answers.
 """
 
@@ -78,8 +78,10 @@ from tess_site.transactions import commit_without_flush_wait, connection_release
 from . import selectors, stream
 from .budgets import Admission, budget_admit
 from .conversation import PendingSummary, conversation_build, conversation_summary_store, summarised_line
-from .gateway_intent import Intent, IntentClass, classify
+from .gateway_context import project_context
+from .gateway_intent import ANSWERED, Intent, IntentClass, classify
 from .gateway_prompt import prompt_assemble, standing_initiative_of
+from .gateway_retrieval import Found, retrieval_for_turn
 from .gateway_tools import catalog_invoke
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit
@@ -206,7 +208,7 @@ def turn_handle(
         _check_turn(scope, session, text)
         intent = classify(text)
         result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
-        answering = intent.cls in (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
+        answering = intent.cls in ANSWERED
         admission = _admit(session, actor.pk) if answering and not over_budget_approved else Admission()
         if admission.blocked_by is not None:
             result.over_budget, answering = admission.blocked_by, False
@@ -565,13 +567,28 @@ def _think(
     live = live_state(scope, session, intent.cls)
     recall = _recall(scope, result)
     retrieved = startup_context(scope, session, first_turn=first_turn)
+    project = project_context(scope, session, text=text, live=live)  # plast-mem, with the workspace key
+    if project.system_line is not None:
+        result.system_lines.append(project.system_line)
+    found = (
+        retrieval_for_turn(scope, session, query=intent.query, recalled=recall.block)
+        if intent.cls is IntentClass.RETRIEVAL
+        else Found()
+    )
+    result.system_lines.extend(found.system_lines)
+    retrieved = [*retrieved, *found.blocks]
     adapter = get_model_adapter()
     # The session's own earlier turns (summarised first if they outgrew their budget: a model call).
     conversation = conversation_build(session=session, adapter=adapter)
     result.summary = conversation.summary
     result.system_lines.extend(conversation.system_lines)
     prompt = prompt_assemble(
-        text=text, memory_block=recall.block, retrieved=retrieved, live=live, conversation=conversation.messages
+        text=text,
+        memory_block=recall.block,
+        retrieved=retrieved,
+        live=live,
+        conversation=conversation.messages,
+        project_context=project.block,
     )
     # Only the deterministic adapter reads the standing initiative out of the notes it was given.
     initiative = standing_initiative_of(recall.block) if adapter.name == DeterministicAdapter.name else ""
@@ -583,6 +600,7 @@ def _think(
         standing_initiative=initiative,
         on_delta=deltas,
         cancel=cancel,
+        found=found.reply,
     )
     try:
         if cancel.is_set():  # stopped before the model was asked (an adapter that does not stream ignores it)
@@ -602,8 +620,12 @@ def _think(
         # A call refused before the model answered carries no usage; one broken or stopped half-way does.
         result.usage, result.model, result.model_adapter = exc.usage, str(getattr(adapter, "model", "")), adapter.name
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.
-        bare = prompt_assemble(text=text, retrieved=retrieved, live=live, conversation=conversation.messages)
-        reply = DeterministicAdapter().complete(ModelRequest(prompt=bare, intent=intent.cls.value, live=live))
+        bare = prompt_assemble(
+            text=text, retrieved=retrieved, live=live, conversation=conversation.messages, project_context=project.block
+        )
+        reply = DeterministicAdapter().complete(
+            ModelRequest(prompt=bare, intent=intent.cls.value, live=live, found=found.reply_without_notes)
+        )
         result.system_lines.append(("model_fallback", fallback_line(read=recall.recalled_count, code=exc.code)))
     result.reply, result.adapter = reply.text, reply.adapter
 

@@ -9,6 +9,7 @@ may phrase an answer later but never changes the class. The rules, first match w
 | terminate / kill / end / shut down the session | ``approval`` | requests a one-time approval (``session.terminate``) |
 | create branch/tag NAME in REPO [from REV] | ``approval`` | the catalog's ``gitops.create_*`` tool: an approval |
 | delete, deploy, push, send keys, run commands, post to a channel … | ``unsupported`` | refused, typed, naming why |
+| what did we decide about X?, find / look up X | ``retrieval`` | searches records; says what and where from |
 | fix, implement, review, merge, refactor, decompose, assign … | ``handoff`` | a correlated Mos hand-off |
 | diagnose, health, ping, capabilities | ``diagnostics`` | answered from provider health and capabilities |
 | status, progress, what is running, output | ``status`` | answered from live provider state |
@@ -29,13 +30,14 @@ class IntentClass(StrEnum):
     CONVERSATION = "conversation"
     STATUS = "status"
     DIAGNOSTICS = "diagnostics"
+    RETRIEVAL = "retrieval"
     MEMORY = "memory"
     APPROVAL = "approval"
     HANDOFF = "handoff"
     UNSUPPORTED = "unsupported"
 
 
-ANSWERED = (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS)
+ANSWERED = (IntentClass.CONVERSATION, IntentClass.STATUS, IntentClass.DIAGNOSTICS, IntentClass.RETRIEVAL)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Intent:
     tool: dict[str, Any] = field(default_factory=dict)  # a catalog tool's input, for ``action`` as a tool id
     reason: str = ""
     explanation: str = ""
+    query: str = ""  # what a retrieval turn searches for, in the operator's words
 
 
 _POLITE = re.compile(r"^(?:(?:hey |hi )?tess[,:]?\s+|please\s+|can you\s+|could you\s+|would you\s+|kindly\s+)+", re.I)
@@ -112,6 +115,20 @@ _HANDOFF = re.compile(
     r"^(?:fix|implement|review|merge|refactor|decompose|assign|rebase|write (?:a |the )?(?:tests?|code|patch)|"
     r"add (?:a |the )?(?:feature|test)|debug|port|upgrade|bump|triage|open (?:a |the )?(?:pr|pull request))\b",
     re.I,
+)
+# Retrieval (seed 001: Tess answers "retrieval" itself): a question about what was decided or is known, or an
+# explicit search. The query is the operator's words after the verb.
+_RETRIEVAL = (
+    re.compile(
+        r"^what\s+(?:did|have|had)\s+(?:we|i|you|they)\s+(?:decide|decided|agree|agreed|settle|settled|conclude|"
+        r"concluded|say|said|note|noted|record|recorded|learn|learned|find|found)\s+(?:about|on|regarding|for|re:?)\s+"
+        r"(?P<query>.+?)\s*\??$",
+        re.I | re.S,
+    ),
+    re.compile(r"^what\s+do\s+(?:we|i|you)\s+know\s+about\s+(?P<query>.+?)\s*\??$", re.I | re.S),
+    re.compile(
+        r"^(?:find|search(?:\s+for)?|look\s+up|look\s+for|dig\s+up)\s+(?:me\s+)?(?P<query>.+?)\s*[.?!]?$", re.I | re.S
+    ),
 )
 _DIAGNOSTICS = re.compile(r"\b(?:diagnos\w*|health\w*|ping|heartbeat|capabilit\w*|doctor)\b", re.I)
 _STATUS = re.compile(
@@ -196,6 +213,10 @@ def classify(text: str) -> Intent:
     for pattern, reason, explanation in _UNSUPPORTED:
         if pattern.match(body):
             return Intent(IntentClass.UNSUPPORTED, reason=reason, explanation=explanation)
+    for pattern in _RETRIEVAL:
+        found = pattern.match(body)
+        if found and found.group("query").strip():
+            return Intent(IntentClass.RETRIEVAL, query=found.group("query").strip())
     if _HANDOFF.match(body):
         return Intent(IntentClass.HANDOFF)
     if _DIAGNOSTICS.search(body):

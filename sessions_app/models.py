@@ -72,6 +72,9 @@ class Session(models.Model):
     agent_state_since = models.DateTimeField(null=True, blank=True)
     agent_state_seen = models.CharField(max_length=24, choices=AgentState.choices, blank=True)
     agent_state_seen_since = models.DateTimeField(null=True, blank=True)
+    # The repository or workspace the session works on (``acme/payments-api``); blank: none. A session with
+    # one gets the workspace's reviewed project context from plast-mem in its answers (seed 003).
+    workspace_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

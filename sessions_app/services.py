@@ -66,6 +66,7 @@ from .scopes import system_scope
 from .terminate import terminate_request
 from .usage import usage_record
 from .wakeups import DELIVER_INBOX_ITEM, wake_on_commit
+from .workspace import check_session_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,14 @@ def _check_instance(scope: Scope, instance: str) -> None:
 
 
 def _bind(
-    *, scope: Scope, owner: User, runtime: RuntimeSession, title: str, action: str, finish: Finish[Session] = None
+    *,
+    scope: Scope,
+    owner: User,
+    runtime: RuntimeSession,
+    title: str,
+    action: str,
+    finish: Finish[Session] = None,
+    workspace_key: str = "",
 ) -> Session:
     try:
         with transaction.atomic():
@@ -98,6 +106,7 @@ def _bind(
                 provider_instance=runtime.ref.instance,
                 runtime_id=runtime.ref.runtime_id,
                 runtime_identity=dict(runtime.ref.identity),
+                workspace_key=workspace_key,
             )
             event_append(
                 session_id=session.pk,
@@ -110,7 +119,11 @@ def _bind(
                 target_type="session",
                 target_id=str(session.pk),
                 outcome="ok",
-                metadata={"instance": runtime.ref.instance, "owner_id": owner.pk},
+                metadata={
+                    "instance": runtime.ref.instance,
+                    "owner_id": owner.pk,
+                    "workspace_key": workspace_key or None,
+                },
             )
             events.board_changed_on_commit(tenant_id=session.tenant_id, session_id=session.pk)
             if finish is not None:
@@ -125,17 +138,29 @@ def session_bind_started(*, scope: Scope, owner: User, runtime: RuntimeSession, 
     return _bind(scope=scope, owner=owner, runtime=runtime, title=title, action="session.bootstrap")
 
 
-def session_start(*, scope: Scope, instance: str, title: str, finish: Finish[Session] = None) -> Session:
-    """Start a runtime session with the instance's configured command and bind it to the caller.
+def session_start(
+    *, scope: Scope, instance: str, title: str, finish: Finish[Session] = None, workspace_key: str = ""
+) -> Session:
+    """Start a runtime session with the instance's configured command and bind it to the caller (with the
+    workspace it works on, if named).
 
     A client never supplies a command: running anything else is the catalog's runtime bootstrap, which
     needs approval (seed 001, authority model).
     """
     if not scope.has_role(Role.OPERATOR) or scope.actor is None:
         raise Forbidden("Starting a session needs the operator role.")
+    key = check_session_workspace(workspace_key)  # refused before a runtime is started for nothing
     _check_instance(scope, instance)
     runtime = get_provider(instance).start_session(scope, title=title)
-    return _bind(scope=scope, owner=scope.actor, runtime=runtime, title=title, action="session.start", finish=finish)
+    return _bind(
+        scope=scope,
+        owner=scope.actor,
+        runtime=runtime,
+        title=title,
+        action="session.start",
+        finish=finish,
+        workspace_key=key,
+    )
 
 
 def runtime_discovered(*, scope: Scope) -> list[RuntimeSession]:
@@ -154,11 +179,19 @@ def runtime_discovered(*, scope: Scope) -> list[RuntimeSession]:
 
 
 def session_adopt(
-    *, scope: Scope, instance: str, runtime_id: str, assignee: str, title: str = "", finish: Finish[Session] = None
+    *,
+    scope: Scope,
+    instance: str,
+    runtime_id: str,
+    assignee: str,
+    title: str = "",
+    finish: Finish[Session] = None,
+    workspace_key: str = "",
 ) -> Session:
     """A tenant admin binds a discovered runtime session to an operator of the tenant."""
     if not scope.has_role(Role.ADMIN):
         raise Forbidden("Only tenant admins adopt runtime sessions.")
+    key = check_session_workspace(workspace_key)
     _check_instance(scope, instance)
     owner = (
         get_user_model()
@@ -170,7 +203,9 @@ def session_adopt(
     runtime = next((r for r in get_provider(instance).list_sessions(scope) if r.ref.runtime_id == runtime_id), None)
     if runtime is None:
         raise NotFound("No such runtime session on that instance.")
-    return _bind(scope=scope, owner=owner, runtime=runtime, title=title, action="session.adopt", finish=finish)
+    return _bind(
+        scope=scope, owner=owner, runtime=runtime, title=title, action="session.adopt", finish=finish, workspace_key=key
+    )
 
 
 # --- grants -----------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ class EventKind(StrEnum):
     HANDOFF = "handoff"
     STATUS = "status"
     SYSTEM = "system"
+    REDACTED = "redacted"
 
 
 class OutputBody(TypedDict):
@@ -81,6 +82,13 @@ class SystemBody(TypedDict):
     code: str
 
 
+class RedactedBody(TypedDict):
+    """Earlier events whose text was replaced in place (a forgotten note's words): re-render those seqs."""
+
+    seqs: list[int]
+    text: str  # what their ``text`` reads now
+
+
 class TurnDeltaBody(TypedDict):
     """A websocket-only frame (never stored, no seq): a piece of the reply to ``turn_id`` as the model writes it."""
 
@@ -136,6 +144,10 @@ def system_body(*, text: str, code: str = "") -> SystemBody:
     return {"text": text, "code": code}
 
 
+def redacted_body(*, seqs: list[int], text: str) -> RedactedBody:
+    return {"seqs": sorted(seqs), "text": text}
+
+
 TURN_DELTA = "turn.delta"
 
 
@@ -176,6 +188,9 @@ the session's status and its agent's state, written once per change: `agent_stat
 `waiting_for_input`, `idle`, `error`, `ended` or `unknown` (the runtime cannot tell), as the runtime says; \
 `since` (ISO 8601) is when the agent entered it |
 | `system` | `{"text": str, "code": str}` a system line |
+| `redacted` | `{"seqs": [int], "text": str}` the earlier `turn.in` / `turn.out` events `seqs` carried the words \
+of operator notes that were since forgotten or erased: their `text` now reads `text` \
+("(forgotten memory request)"), seq and kind unchanged; re-render them |
 
 Websocket-only frames (`seq` null, never stored, not replayed): `heartbeat` (body `{"last_seq": int}`) at \
 least every 30 seconds; `turn.delta` (body `{"turn_id": str, "offset": int, "text": str}`) a piece of a reply \

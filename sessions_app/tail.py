@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 
 from . import selectors
-from .stream import frame
+from .stream import EventKind, frame
 
 BATCH = 500
 KEEP = 2000  # frames kept per session
@@ -69,6 +69,24 @@ def _encode(session_id: uuid.UUID, after: int) -> list[tuple[int, str]]:
     ]
 
 
+_REDACTED_KIND = f'"kind": "{EventKind.REDACTED.value}"'
+
+
+def _redact_cached(tail: _Tail, rows: list[tuple[int, str]]) -> None:
+    """A ``redacted`` event among freshly read rows: the cached frames it names were read before their text
+    was replaced, so they are re-encoded with the text they have now (the database's, as the event says)."""
+    for _, text in rows:
+        if _REDACTED_KIND not in text[:200]:
+            continue
+        body = json.loads(text).get("body") or {}
+        seqs, replaced = set(body.get("seqs") or ()), body.get("text", "")
+        for index, (seq, cached) in enumerate(tail.frames):
+            if seq in seqs:
+                old = json.loads(cached)
+                old["body"] = {**(old.get("body") or {}), "text": replaced}
+                tail.frames[index] = (seq, json.dumps(old))
+
+
 # Not thread-sensitive: reads of different sessions (and the authorization checks) run in parallel.
 _read = database_sync_to_async(_encode, thread_sensitive=False)
 
@@ -105,6 +123,7 @@ async def frames_after(
         # the cache's end would otherwise stop short of the cursor and look like the end of the stream).
         start = tail.frames[-1][0] if tail.frames and tail.frames[-1][0] >= cursor else cursor
         rows = await _read(session_id, start)
+        _redact_cached(tail, rows)
         tail.read_at = time.monotonic()
         tail.at_end = len(rows) < BATCH
         if tail.frames and start == tail.frames[-1][0]:

@@ -9,7 +9,9 @@ from approvals_app.approvals import register_action_executor, register_approval_
 from approvals_app.briefs import register_action_describer
 from approvals_app.handoffs import register_handoff_observer
 from approvals_app.inbox_items import register_inbox_source
+from memory_app.forgetting import register_forget_observer
 from memory_app.plugin import register_capture_observer
+from providers_app.pi_model import pi_conversation_reset
 from tess_site.leases import register_leased_work
 from tess_site.refs import register_reference_resolver
 
@@ -24,6 +26,7 @@ from .models import CaptureItem, InboxItem, OutboxItem
 from .outbox import wake_outbox_item
 from .over_budget import ACTION as OVER_BUDGET
 from .over_budget import describe_over_budget, execute_over_budget
+from .redaction import redact_forgotten, register_conversation_reset
 from .services import wake_inbox_item
 from .terminate import ACTION, bind_terminate_parameters, execute_terminate, post_approval_event
 
@@ -44,6 +47,10 @@ def connect() -> None:
     register_handoff_observer(post_handoff_event)
     # seed 000: every operational-memory capture shows in its session's stream (ids only).
     register_capture_observer(post_capture_event)
+    # seed 002: forgotten notes' words leave the stream's turns, replies and conversation summaries too.
+    register_forget_observer(redact_forgotten)
+    # A model adapter's own copy of a conversation restarts from the redacted one: pi's session file.
+    register_conversation_reset(pi_conversation_reset)
     # The inbox's "sessions waiting for your input" part (reads Session.agent_state where the model has it).
     register_inbox_source("sessions", sessions_waiting)
     # Budgets of the person at 80 % or 100 % this period.

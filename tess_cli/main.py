@@ -469,7 +469,18 @@ def cmd_memory(args: argparse.Namespace) -> int:
             print("Nothing forgotten.")
             return OK
     data = api.request("DELETE", "/api/v1/memory/", params=params).json()
-    emit_json(data) if args.json else print(plural(data["deleted_count"], "Forgot {n} note.", "Forgot {n} notes."))
+    if args.json:
+        emit_json(data)
+        return OK
+    print(plural(data["deleted_count"], "Forgot {n} note.", "Forgot {n} notes."))
+    if data.get("redacted_count"):
+        print(
+            plural(
+                data["redacted_count"],
+                "Redacted {n} message in your sessions.",
+                "Redacted {n} messages in your sessions.",
+            )
+        )
     return OK
 
 

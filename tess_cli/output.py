@@ -115,6 +115,9 @@ def event_line(frame: dict[str, Any]) -> str:
     kind = frame.get("kind", "")
     if kind == "output":
         text = str(body.get("data", "")).rstrip("\n")
+    elif kind == "redacted" and isinstance(body, dict):
+        seqs = ", ".join(f"#{seq}" for seq in body.get("seqs") or [])
+        text = f"{seqs} now read {body.get('text', '')}"
     elif kind == "status" and isinstance(body, dict) and "status" in body:
         state = body.get("agent_state")
         text = str(body["status"]) + (f", agent {str(state).replace('_', ' ')}" if state else "")

@@ -88,6 +88,10 @@ class MemoryForgetQuerySerializer(serializers.Serializer):
 class ForgetResultSerializer(serializers.Serializer):
     outcome = serializers.CharField()
     deleted_count = serializers.IntegerField()
+    redacted_count = serializers.IntegerField(
+        help_text="Session stream turns, replies and conversation summaries that carried the deleted notes' words "
+        'and now read "(forgotten memory request)".'
+    )
 
 
 def row_data(row: OperatorMemory | None) -> dict[str, Any] | None:

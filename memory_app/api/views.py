@@ -63,13 +63,15 @@ class MemoryView(MemoryApiMixin, ScopedAPIView):
     def delete(self, request: Request) -> Response:
         query = MemoryForgetQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        deleted = memory_forget(
+        outcome = memory_forget(
             self.scope,
             category=query.validated_data.get("category") or None,
             slot=query.validated_data.get("slot") or None,
             forget_all=query.validated_data["all"],
         )
-        return Response({"outcome": "deleted", "deleted_count": deleted})
+        return Response(
+            {"outcome": "deleted", "deleted_count": outcome.deleted_count, "redacted_count": outcome.redacted_count}
+        )
 
 
 class MemoryCardProposeView(MemoryApiMixin, ScopedAPIView):

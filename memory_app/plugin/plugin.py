@@ -115,7 +115,18 @@ class OperatorMemoryPlugin:
 
     def startup_context(self, scope: Scope, *, query: str = "") -> StartupContext:
         """Project truth first (configured flat files), then retrieved material; bounded in items and chars."""
-        candidates = [*self._project_blocks(scope), *self._retrieved_blocks(scope, query)]
+        return self._bounded([*self._project_blocks(scope), *self._retrieved_blocks(scope, query)])
+
+    def retrieval_context(self, scope: Scope, *, query: str) -> tuple[StartupContext, list[MemoryRecord]]:
+        """The owner's records matching ``query`` (a retrieval turn), labelled and bounded as the startup
+        context's retrieved material is, and the records the blocks came from (their provenance)."""
+        if not query.strip():
+            return StartupContext(blocks=[], truncated=False), []
+        records = self.search(scope, query=query, limit=_bounded_limit(self.max_items))
+        context = self._bounded(self._blocks_of(records))
+        return context, records[: len(context.blocks)]
+
+    def _bounded(self, candidates: list[ContextBlock]) -> StartupContext:
         blocks: list[ContextBlock] = []
         used = 0
         truncated = False
@@ -150,6 +161,9 @@ class OperatorMemoryPlugin:
     def _retrieved_blocks(self, scope: Scope, query: str) -> list[ContextBlock]:
         limit = _bounded_limit(self.max_items)
         records = self.search(scope, query=query, limit=limit) if query.strip() else self.recent(scope, limit=limit)
+        return self._blocks_of(records)
+
+    def _blocks_of(self, records: list[MemoryRecord]) -> list[ContextBlock]:
         return [
             ContextBlock(
                 label=RETRIEVED_LABEL.format(

@@ -27,6 +27,7 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
             "owner",
             "provider",
             "runtime_id",
+            "workspace_key",
             "last_seq",
             "created_at",
             "updated_at",
@@ -48,6 +49,14 @@ class SessionCreateSerializer(serializers.Serializer[Any]):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     runtime_id = serializers.CharField(max_length=128, required=False, help_text="adopt: the discovered runtime")
     assignee = serializers.CharField(max_length=150, required=False, help_text="adopt: username of the new owner")
+    workspace_key = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="start: the repository or workspace the session works on (e.g. acme/payments-api); its answers "
+        "then carry that workspace's reviewed project context from plast-mem",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("runtime_id" in attrs) != ("assignee" in attrs):
@@ -55,6 +64,16 @@ class SessionCreateSerializer(serializers.Serializer[Any]):
         if "runtime_id" not in attrs and not attrs.get("title"):
             raise serializers.ValidationError({"title": "A new session needs a title."})
         return attrs
+
+
+class SessionUpdateSerializer(serializers.Serializer[Any]):
+    """What a session's owner may change."""
+
+    workspace_key = serializers.CharField(
+        max_length=200,
+        allow_blank=True,
+        help_text="the repository or workspace the session works on (e.g. acme/payments-api); blank: none",
+    )
 
 
 class RuntimeSessionSerializer(serializers.Serializer[Any]):

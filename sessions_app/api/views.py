@@ -21,6 +21,7 @@ from ..board import BoardFilters, session_usage, sessions_filtered
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
 from ..stream import SCHEMA_DESCRIPTION
+from ..workspace import session_workspace_set
 from .serializers import (
     AttachmentSerializer,
     AttachSerializer,
@@ -34,6 +35,7 @@ from .serializers import (
     SessionListQuerySerializer,
     SessionMigrationSerializer,
     SessionSerializer,
+    SessionUpdateSerializer,
     TerminateRequestSerializer,
     node_json,
 )
@@ -106,10 +108,15 @@ class SessionListView(ScopedAPIView):
                 assignee=values["assignee"],
                 title=values["title"],
                 finish=self._created,
+                workspace_key=values["workspace_key"],
             )
         else:
             session = services.session_start(
-                scope=self.scope, instance=values["provider"], title=values["title"], finish=self._created
+                scope=self.scope,
+                instance=values["provider"],
+                title=values["title"],
+                finish=self._created,
+                workspace_key=values["workspace_key"],
             )
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
@@ -143,6 +150,20 @@ class SessionDetailView(ScopedAPIView):
         body["attachment"] = AttachmentSerializer(attachment).data if attachment is not None else None
         body["usage"] = session_usage(session=session)
         return Response(body)
+
+    @extend_schema(
+        request=SessionUpdateSerializer,
+        responses=SessionSerializer,
+        description="The session's owner names the workspace it works on (blank clears it); audited as "
+        "`session.workspace_set`. Others who may read the session get 403; anyone else 404.",
+    )
+    def patch(self, request: Request, session_id: str) -> Response:
+        data = SessionUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        session = session_workspace_set(
+            scope=self.scope, session_id=session_id, workspace_key=data.validated_data["workspace_key"]
+        )
+        return Response(SessionSerializer(session).data)
 
 
 class SessionTreeView(ScopedAPIView):

@@ -356,6 +356,24 @@ Hooks other scripts may use (window.Tess):
     return box;
   }
 
+  // A turn's line knows its seq, so a later "redacted" event (a forgotten note's words) can replace its text.
+  const REDACTED_TEXT = "(forgotten memory request)"; // sessions_app.redaction.REDACTED_TEXT
+
+  function bySeq(event, item) {
+    if (typeof event.seq === "number") item.dataset.seq = String(event.seq);
+    if ((event.body || {}).text === REDACTED_TEXT) item.classList.add("tess-redacted");
+    return item;
+  }
+
+  function redact(body) {
+    for (const seq of body.seqs || []) {
+      const item = conversation.querySelector('.tess-line[data-seq="' + Number(seq) + '"]');
+      if (!item) continue;
+      item.classList.add("tess-redacted");
+      item.querySelector(".tess-text").replaceChildren(document.createTextNode(body.text || ""));
+    }
+  }
+
   function render(event) {
     if (event.seq !== null && event.seq !== undefined) {
       if (state.seen.has(event.seq)) return;
@@ -367,14 +385,14 @@ Hooks other scripts may use (window.Tess):
         appendOutput(body);
         break;
       case "turn.in":
-        line("in", body.channel && body.channel !== "web" ? "You (" + body.channel + ")" : "You", event.ts, body.text || "");
+        bySeq(event, line("in", body.channel && body.channel !== "web" ? "You (" + body.channel + ")" : "You", event.ts, body.text || ""));
         break;
       case "turn.delta":
         grow(body);
         break;
       case "turn.out": {
         settle(body.turn_id, true);
-        const reply = line("out", "Tess", event.ts, markdown(body.text || ""));
+        const reply = bySeq(event, line("out", "Tess", event.ts, markdown(body.text || "")));
         if (body.stopped) {
           reply.classList.add("tess-stopped");
           reply.append(el("div", { class: "tess-stopped-note", text: body.text ? "Stopped: the reply ends here." : "Stopped before Tess wrote anything." }));
@@ -384,6 +402,9 @@ Hooks other scripts may use (window.Tess):
       }
       case "system":
         line("system", sessionName(state.session), event.ts, body.text || "");
+        break;
+      case "redacted":
+        redact(body);
         break;
       case "card":
         window.Tess.upsertCard(body);

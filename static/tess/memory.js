@@ -27,7 +27,10 @@ Nothing is remembered or forgotten without a confirmed card; every outcome shown
     if (result.error) return "Not applied: " + result.error.message;
     switch (result.outcome) {
       case "deleted":
-        return result.deleted_count === undefined ? "Forgotten." : plural(result.deleted_count, "note deleted", "notes deleted");
+        if (result.deleted_count === undefined) return "Forgotten.";
+        // The messages and summaries in your sessions that carried the words now read "(forgotten memory request)".
+        return plural(result.deleted_count, "note deleted", "notes deleted") +
+          (result.redacted_count ? "; " + plural(result.redacted_count, "message redacted", "messages redacted") + " in your sessions." : "");
       case "created":
         return "Remembered.";
       case "revised":

@@ -145,7 +145,7 @@ def test_the_direct_route_deletes_one_row_and_its_lineage_with_the_count(cast, a
 
     response = client.delete(f"{URL}?category=preferences&slot=lead")
 
-    assert response.json() == {"outcome": "deleted", "deleted_count": 2}
+    assert response.json() == {"outcome": "deleted", "deleted_count": 2, "redacted_count": 0}
     assert list(OperatorMemory.objects.values_list("slot", flat=True)) == ["keep"]
     assert client.delete(f"{URL}?category=preferences&slot=lead").json()["deleted_count"] == 0
 
@@ -155,7 +155,7 @@ def test_the_direct_route_deletes_everything_with_the_count(cast, api_as):
     propose_and_confirm(client, op="remember", category="preferences", slot="lead", value="lead with sev0")
     propose_and_confirm(client, op="correct", category="preferences", slot="lead", value="lead with sev1")
 
-    assert client.delete(f"{URL}?all=true").json() == {"outcome": "deleted", "deleted_count": 2}
+    assert client.delete(f"{URL}?all=true").json() == {"outcome": "deleted", "deleted_count": 2, "redacted_count": 0}
     assert not OperatorMemory.objects.exists() and not OperatorMemoryHistory.objects.exists()
 
 

@@ -33,7 +33,7 @@ def everything_tess_keeps() -> str:
 def test_forgetting_one_slot_deletes_its_row_and_lineage_and_reports_the_count(cast, lineage, confirm_write):
     result = confirm_write("forget", category="preferences", slot="lead")
 
-    assert result == {"outcome": "deleted", "deleted_count": 3, "row": None, "error": None}
+    assert result == {"outcome": "deleted", "deleted_count": 3, "redacted_count": 0, "row": None, "error": None}
     assert [r.slot for r in OperatorMemory.objects.all()] == ["preamble"]
     assert not OperatorMemoryHistory.objects.exists()
 

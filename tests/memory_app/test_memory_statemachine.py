@@ -266,14 +266,14 @@ def machine_for(cast: Cast, refs: list[str]) -> type[RuleBasedStateMachine]:
         def forget_directly(self, category: Category, slot: str) -> None:
             proposal = Proposal(None, "forget", category, _slot_for(category, slot, None, ""))
             expected = self.expect(proposal)[1]
-            deleted = memory_forget(self.scope, category=category.value, slot=proposal.slot, forget_all=False)
-            assert deleted == expected
+            outcome = memory_forget(self.scope, category=category.value, slot=proposal.slot, forget_all=False)
+            assert outcome.deleted_count == expected
             self.apply_model(proposal, "deleted")
 
         @rule()
         def forget_everything_directly(self) -> None:
             expected = self.expect(Proposal(None, "forget_all", None, None))[1]
-            assert memory_forget(self.scope, category=None, slot=None, forget_all=True) == expected
+            assert memory_forget(self.scope, category=None, slot=None, forget_all=True).deleted_count == expected
             self.apply_model(Proposal(None, "forget_all", None, None), "deleted")
 
         # --- invariants ---------------------------------------------------------------------------------

@@ -13,7 +13,10 @@ from tess_site.errors import TessError
 
 
 class Command(BaseCommand):
-    help = "Erase an operator's memory (current and superseded rows, every tenant) and print the exact counts."
+    help = (
+        "Erase an operator's memory (current and superseded rows, every tenant; the stream turns and summaries "
+        "carrying it redacted) and print the exact counts."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", required=True)
@@ -26,6 +29,7 @@ class Command(BaseCommand):
             counts = memory_erase_operator(user=user, correlation_id=f"erase-{uuid.uuid4().hex}")
         except TessError as exc:
             raise CommandError(exc.message) from exc
-        for tenant, deleted in counts.items():
-            self.stdout.write(f"{tenant}\t{deleted}")
-        self.stdout.write(f"deleted {sum(counts.values())} rows")
+        for tenant, outcome in counts.items():
+            self.stdout.write(f"{tenant}\t{outcome.deleted_count}\t{outcome.redacted_count}")
+        self.stdout.write(f"deleted {sum(o.deleted_count for o in counts.values())} rows")
+        self.stdout.write(f"redacted {sum(o.redacted_count for o in counts.values())} stream items and summaries")
