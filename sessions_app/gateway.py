@@ -53,6 +53,7 @@ from providers_app.contract import ProviderError
 from providers_app.heartbeat import heartbeat_require_fresh
 from providers_app.model_adapters import (
     DeterministicAdapter,
+    ModelAdapter,
     ModelError,
     ModelReply,
     ModelRequest,
@@ -71,6 +72,7 @@ from tess_site.errors import (
     database_unavailable,
     envelope,
 )
+from tess_site.rows import hot_cursor
 from tess_site.scope import Channel, Role, Scope
 from tess_site.tool_policy import tool_policy_check
 from tess_site.transactions import commit_without_flush_wait, connection_release
@@ -330,11 +332,21 @@ def _summary_line(session: Session, result: TurnResult) -> list[tuple[stream.Eve
 def _claim(turn_id: str) -> bool:
     """Take the running turn's record in the transaction that writes it (gone means it was abandoned); say
     whether a Stop marked it. The row lock orders this with a Stop: one that comes after finds it gone."""
+    if connection.vendor == "postgresql":  # one statement on every turn: the delete takes the row lock itself
+        with hot_cursor() as cursor:
+            cursor.execute(_CLAIM, [turn_id])
+            row = cursor.fetchone()
+        if row is None:
+            raise TurnAbandoned()
+        return row[0] is not None
     run = TurnRun.objects.select_for_update().filter(pk=turn_id).only("stop_requested_at").first()
     if run is None:
         raise TurnAbandoned()
     run.delete()
     return run.stop_requested_at is not None
+
+
+_CLAIM = f"DELETE FROM {TurnRun._meta.db_table} WHERE turn_id = %s RETURNING stop_requested_at"  # noqa: S608
 
 
 def _forget(turn_id: str) -> None:
@@ -542,12 +554,17 @@ def _answer(
     first_turn: bool,
     progress: ReplyProgress | None = None,
 ) -> None:
+    adapter = get_model_adapter()
+    # The deterministic adapter answers at once: no "thinking" to announce, no wait for a Stop to interrupt (one
+    # that comes anyway is honoured when the turn is written), so neither costs a message or a query.
+    waits = adapter.name != DeterministicAdapter.name
     deltas = ReplyDeltas(session_id=session.pk, turn_id=result.turn_id, progress=progress)
-    deltas.start()
+    if waits:
+        deltas.start()
     try:
         # A Stop, on any node, sets ``cancel`` while this turn thinks (``turn_stop``).
-        with stop_watch(result.turn_id) as cancel:
-            _think(scope, session, intent, text, result, deltas, cancel, first_turn=first_turn)
+        with stop_watch(result.turn_id, read=waits) as cancel:
+            _think(scope, session, intent, text, result, adapter, deltas, cancel, first_turn=first_turn)
     finally:
         if progress is not None:
             progress.close()
@@ -559,6 +576,7 @@ def _think(
     intent: Intent,
     text: str,
     result: TurnResult,
+    adapter: ModelAdapter,
     deltas: ReplyDeltas,
     cancel: threading.Event,
     *,
@@ -577,7 +595,6 @@ def _think(
     )
     result.system_lines.extend(found.system_lines)
     retrieved = [*retrieved, *found.blocks]
-    adapter = get_model_adapter()
     # The session's own earlier turns (summarised first if they outgrew their budget: a model call).
     conversation = conversation_build(session=session, adapter=adapter)
     result.summary = conversation.summary

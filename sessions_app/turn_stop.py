@@ -50,17 +50,18 @@ _watched_lock = threading.Lock()
 
 
 @contextmanager
-def stop_watch(turn_id: str) -> Iterator[threading.Event]:
+def stop_watch(turn_id: str, *, read: bool = True) -> Iterator[threading.Event]:
     """While the ``with`` block runs, a Stop of ``turn_id`` sets the yielded event, wherever it arrives.
 
     Reads the row once on entry (a database query), after the process's listener is subscribed, so a Stop
-    is either seen here or heard later."""
+    is either seen here or heard later. ``read=False`` skips that read, for a turn whose answer needs no wait
+    (the deterministic adapter): a Stop that came before is honoured when the turn is written."""
     event = threading.Event()
     with _watched_lock:
         _watched[turn_id] = event
     try:
         _listener_ready()
-        if selectors.turn_stop_requested(turn_id=turn_id):
+        if read and selectors.turn_stop_requested(turn_id=turn_id):
             event.set()
         yield event
     finally:
