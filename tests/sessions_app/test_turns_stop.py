@@ -31,9 +31,9 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
-DRIP = ChatStandIn(
-    drip_seconds=0.5
-)  # a word every 0.5 s: a stop under load still lands mid-reply; bound now, so the answering server's environment can name it
+# A word every 0.5 s, so a stop on a loaded machine still lands mid-reply; bound now, so the answering server's
+# environment can name it.
+DRIP = ChatStandIn(drip_seconds=0.5)
 TEXT = "tell me how the whole fleet is doing on this fine and sunny morning, every session and every agent of it"
 WHOLE = f"stand-in answer to: {TEXT}"
 
