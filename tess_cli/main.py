@@ -517,7 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stream",
         parents=[common],
-        help="show a session's latest events, then follow it live until it ends (Ctrl-C to stop)",
+        help="show a session's latest events, then follow it live until it ends (Ctrl-C to stop); "
+        "a cutover of the session moves the stream to its new session",
     )
     p.add_argument("session", help=SESSION_HELP)
     start = p.add_mutually_exclusive_group()
