@@ -21,6 +21,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tess_site.consumers import CLOSE_CREDENTIAL_ENDED, ScopedJsonConsumer
+from tess_site.errors import NotFound
 from tess_site.metrics import observe_stream_lag
 from tess_site.scope import Scope
 
@@ -62,13 +63,14 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         self._lock = asyncio.Lock()
         tail.subscribe(self.session_id)
-        await self._bind()
         await self._catch_up()
         self.live = True
-        await self._follow_binding()  # a cutover moved this client on before it reconnected here
         # A reply being written now: its text so far, then (already queued to this socket) the pieces after it.
         for body in await database_sync_to_async(replies_partial, thread_sensitive=False)(session_id=self.session_id):
             await self.send_json(frame(seq=None, kind=TURN_DELTA, ts=timezone.now().isoformat(), body=body))
+        # Bound once live, so binding never delays the first events.
+        await self._bind()
+        await self._follow_binding()  # a cutover moved this client on before it reconnected here
 
     def _can_read(self, raw_id: str) -> bool:
         return selectors.can_read_session(scope=self.tess_scope, session_id=raw_id)
@@ -83,9 +85,12 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         )
         if ref is None or self.session_id is None:
             return
-        bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
-            scope=self.tess_scope, session_id=self.session_id, ref=ref
-        )
+        try:
+            bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
+                scope=self.tess_scope, session_id=self.session_id, ref=ref
+            )
+        except NotFound:
+            return  # access ended since connecting: the next re-check closes the socket (4404)
         self.binding_id, self.binding_group = bound.binding_id, events.binding_group(bound.binding_id)
         self._renewed_at = time.monotonic()
         await self.channel_layer.group_add(self.binding_group, self.channel_name)
@@ -241,9 +246,12 @@ class BoardConsumer(ScopedJsonConsumer):
         )
         if ref is None or self.session_id is None:
             return
-        bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
-            scope=self.tess_scope, session_id=self.session_id, ref=ref
-        )
+        try:
+            bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
+                scope=self.tess_scope, session_id=self.session_id, ref=ref
+            )
+        except NotFound:
+            return  # access ended since connecting: the next re-check closes the socket (4404)
         self.binding_id, self.binding_group = bound.binding_id, events.binding_group(bound.binding_id)
         self._renewed_at = time.monotonic()
         await self.channel_layer.group_add(self.binding_group, self.channel_name)
