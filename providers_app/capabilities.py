@@ -36,7 +36,13 @@ class CapabilityName(StrEnum):
 # else is a programming error, caught at registration; fleet diagnostics is read-only by definition.
 OPERATIONS: dict[CapabilityName, dict[str, bool]] = {
     CapabilityName.RUNTIME_BOOTSTRAP: {"start": False},
-    CapabilityName.DURABLE_INBOX_STATE: {"enqueue": False, "claim": False, "checkpoint": True, "depth": True},
+    CapabilityName.DURABLE_INBOX_STATE: {
+        "enqueue": False,
+        "claim": False,
+        "checkpoint": True,
+        "checkpoint_write": False,
+        "depth": True,
+    },
     CapabilityName.FLEET_DIAGNOSTICS: {"provider_health": True, "queue_depth": True, "session_counts": True},
     CapabilityName.GITOPS: {
         "repos": True,

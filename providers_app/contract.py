@@ -61,6 +61,15 @@ class ProviderConflict(ProviderError):
     default_message = "The runtime is not in a state that allows this."
 
 
+class CursorLost(ProviderError):
+    """The stream cursor no longer names a point of the runtime's stream (the runtime rewrote what it was
+    read from, e.g. pi migrating a session file): reading on from it would repeat or skip output."""
+
+    code = "stream_cursor_lost"
+    status_code = status.HTTP_409_CONFLICT
+    default_message = "The runtime rewrote its stream under the cursor; resume from the session's checkpoint."
+
+
 class AttachmentRequired(ProviderError):
     code = "interactive_attachment_required"
     status_code = status.HTTP_409_CONFLICT
@@ -267,6 +276,17 @@ class AgentRuntimeProvider(ABC):
     def start_session(self, scope: Scope, *, title: str) -> RuntimeSession:
         """Start a new runtime session with the instance's configured command (never a client's)."""
         raise self._unsupported(Operation.START)
+
+    def resume_cursor(self, ref: RuntimeRef, cursor: str, checkpoint: dict[str, Any], scope: Scope) -> str:
+        """After ``CursorLost``: the cursor of the same point of the stream as ``cursor`` (the one that was
+        lost), found from ``checkpoint`` (a checkpoint of this stream as Tess recorded it, with its
+        ``entry_id`` and ``cursor``) by what the runtime's entries are, not where they were. Reading on from
+        it repeats nothing and skips nothing. Only providers that declare ``Capabilities.checkpoints``
+        offer it; ``CursorLost`` again when neither point can be found any more."""
+        raise CapabilityUnsupported(
+            f"The {self.kind} provider {self.name!r} keeps no checkpoints to resume from.",
+            details={"provider": self.name, "kind": self.kind, "operation": "resume_cursor"},
+        )
 
     @property
     def agent_state_debounce(self) -> float:

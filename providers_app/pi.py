@@ -102,7 +102,8 @@ class PiProvider(AgentRuntimeProvider):
             instance=self.name,
             operations=frozenset(operations),
             attach_modes=frozenset(modes),
-            cursor="'<byte offset of an entry's line>.<bytes of its text returned>' in the session file",
+            cursor="'<byte offset of an entry's line>.<bytes of its text returned>.<id of the line before>' in the "
+            "session file",
             checkpoints=True,  # compaction entries
         )
 
@@ -151,6 +152,11 @@ class PiProvider(AgentRuntimeProvider):
         path = self._path_of(ref)
         chunks, next_cursor = pi_files.read_page(path, cursor, limit)
         return StreamPage(chunks=tuple(chunks), next_cursor=next_cursor, ended=False)
+
+    def resume_cursor(self, ref: RuntimeRef, cursor: str, checkpoint: dict[str, Any], scope: Scope) -> str:
+        """Where ``cursor`` points in the file pi rewrote, found from the checkpoint by entry ids
+        (``pi_files.resume_cursor``)."""
+        return pi_files.resume_cursor(self._path_of(ref), cursor, checkpoint)
 
     def agent_state(self, ref: RuntimeRef, scope: Scope) -> AgentObservation:
         """RPC ``get_state`` when this instance runs pi for the session (``isStreaming``: working), and the

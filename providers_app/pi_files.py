@@ -10,10 +10,15 @@ custom, ...), ``model_change``, ``thinking_level_change``, ``compaction`` (``sum
 (``targetId``, ``label``) and ``session_info`` (``name``). Branching appends a child to an earlier entry;
 the current leaf is the last entry appended.
 
-A file is only ever appended to, so a stream cursor is ``"<byte offset of an entry's line>.<bytes of
-that entry's rendered text already returned>"``: it names an entry and a point inside its text. Only
-lines ended by LF are read, so a line pi is still writing is never half-read. What a file says is a
-replay of one agent's session, never truth about other agents.
+pi appends to a file, and rewrites it whole only when it migrates an older version on load (or repairs
+an empty one): then every byte offset may move. So a stream cursor is ``"<byte offset of an entry's
+line>.<bytes of that entry's rendered text already returned>.<id of the line before it>"``: it names an
+entry, a point inside its text, and what came just before, so a cursor the file was rewritten under is
+recognised (``CursorLost``) instead of being read on from the wrong place, and ``resume_cursor`` finds the
+same point again by ids, starting from the session's checkpoint. Cursors without the third part (written
+before it existed) are still read, unchecked. Only lines ended by LF are read, so a line pi is still
+writing is never half-read. What a file says is a replay of one agent's session, never truth about other
+agents.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any, BinaryIO
 
 from tess_site.errors import InvalidInput
 
-from .contract import OutputChunk, RuntimeNode
+from .contract import CursorLost, OutputChunk, RuntimeNode
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +43,9 @@ HEADER_MAX_BYTES = 65536
 MIN_VERSION = 2  # version 2 introduced id/parentId; pi migrates 2 to 3 on load, both are trees
 TITLE_CHARS = 80
 _CURSOR = re.compile(r"(\d{1,15})\.(\d{1,12})")
+_ENTRY_CURSOR = re.compile(r"(\d{1,15})\.(\d{1,12})(?:\.([0-9A-Za-z_-]{1,64}))?")
+_ANCHOR = re.compile(r"[0-9A-Za-z_-]{1,64}")
+LINE_BEFORE_MAX_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -223,12 +231,34 @@ def refresh_summary(path: Path, summary: Summary) -> Summary:
 
 
 def parse_cursor(cursor: str | None) -> tuple[int, int]:
+    """``"<index>.<position>"`` (Hermes uses the same shape for its own cursors)."""
     if cursor is None or cursor == "":
         return 0, 0
     match = _CURSOR.fullmatch(cursor)
     if not match:
         raise InvalidInput("Malformed stream cursor.", details={"cursor": "expected '<offset>.<position>'"})
     return int(match.group(1)), int(match.group(2))
+
+
+def parse_entry_cursor(cursor: str | None) -> tuple[int, int, str | None]:
+    """``(offset, position, anchor)``; the anchor (the id of the line before ``offset``) is None when the
+    cursor has none (the start of a file, or a cursor from before anchors)."""
+    if cursor is None or cursor == "":
+        return 0, 0, None
+    match = _ENTRY_CURSOR.fullmatch(cursor)
+    if not match:
+        raise InvalidInput("Malformed stream cursor.", details={"cursor": "expected '<offset>.<position>[.<id>]'"})
+    return int(match.group(1)), int(match.group(2)), match.group(3)
+
+
+def format_cursor(offset: int, within: int, anchor: str | None) -> str:
+    return f"{offset}.{within}.{anchor}" if anchor else f"{offset}.{within}"
+
+
+def _anchor_of(entry: dict[str, Any] | None) -> str | None:
+    """The id a line is known by (an entry's ``id``, the header's session id), if it has a usable one."""
+    value = entry.get("id") if entry is not None else None
+    return value if isinstance(value, str) and _ANCHOR.fullmatch(value) else None
 
 
 def _at_line_start(handle: BinaryIO, offset: int, size: int) -> bool:
@@ -238,6 +268,30 @@ def _at_line_start(handle: BinaryIO, offset: int, size: int) -> bool:
         return False
     handle.seek(offset - 1)
     return handle.read(1) == b"\n"
+
+
+def _line_before(handle: BinaryIO, offset: int) -> dict[str, Any] | None:
+    """The line that ends at ``offset`` (a line start), parsed; None if unreadable or absurdly long."""
+    if offset <= 0:
+        return None
+    start = offset - 1  # the LF that ends it
+    block = 65536
+    while start > 0 and offset - start <= LINE_BEFORE_MAX_BYTES:
+        begin = max(0, start - block)
+        handle.seek(begin)
+        found = handle.read(start - begin).rfind(b"\n")
+        if found >= 0:
+            start = begin + found + 1
+            break
+        start = begin
+    if offset - start > LINE_BEFORE_MAX_BYTES:
+        return None
+    handle.seek(start)
+    try:
+        entry = json.loads(handle.read(offset - start))
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def utf8_prefix(data: bytes, budget: int) -> int:
@@ -257,20 +311,23 @@ def utf8_prefix(data: bytes, budget: int) -> int:
 
 def read_page(path: Path, cursor: str | None, limit: int, max_entries: int = 5000) -> tuple[list[OutputChunk], str]:
     """Chunks after ``cursor`` (at most ``limit`` bytes of text) and the cursor to continue from."""
-    offset, within = parse_cursor(cursor)
+    offset, within, anchor = parse_entry_cursor(cursor)
     chunks: list[OutputChunk] = []
     budget = max(limit, 1)
     with path.open("rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if not _at_line_start(handle, offset, size):
-            raise InvalidInput("The stream cursor does not point at an entry.", details={"cursor": "unknown"})
-        position = f"{offset}.{within}"
+            raise CursorLost(details={"cursor": "not at an entry of the file"})
+        before = _anchor_of(_line_before(handle, offset))
+        if anchor is not None and before != anchor:
+            raise CursorLost(details={"cursor": "the file changed before it"})
+        position = format_cursor(offset, within, before)
         for count, (start, next_offset, entry) in enumerate(iter_lines(handle, offset)):
             if count >= max_entries or budget <= 0:
                 break
             text = render(entry).encode() if entry is not None else b""
             if within > len(text):
-                raise InvalidInput("The stream cursor is past the entry's text.", details={"cursor": "unknown"})
+                raise CursorLost(details={"cursor": "past the entry's text"})
             source = str(entry.get("id", "")) if entry is not None else ""
             first = entry is not None and within == 0
             checkpoint = checkpoint_of(entry) if first and entry is not None else None
@@ -278,12 +335,13 @@ def read_page(path: Path, cursor: str | None, limit: int, max_entries: int = 500
             rest = text[within:]
             taken = utf8_prefix(rest, budget) if rest else 0
             done = within + taken >= len(text)
-            after = f"{next_offset}.0" if done else f"{start}.{within + taken}"
+            own = _anchor_of(entry)
+            after = format_cursor(next_offset, 0, own) if done else format_cursor(start, within + taken, before)
             if taken or checkpoint is not None or usage is not None:
                 chunks.append(
                     OutputChunk(
                         data=rest[:taken].decode(errors="replace"),
-                        cursor=f"{start}.{within}",
+                        cursor=format_cursor(start, within, before),
                         next_cursor=after,
                         source=source,
                         checkpoint=checkpoint,
@@ -294,7 +352,32 @@ def read_page(path: Path, cursor: str | None, limit: int, max_entries: int = 500
             position, within = after, 0 if done else within + taken
             if not done:
                 break
+            before = own
         return chunks, position
+
+
+def resume_cursor(path: Path, cursor: str, checkpoint: dict[str, Any]) -> str:
+    """The cursor of the point ``cursor`` named before the file was rewritten, found from the checkpoint:
+    the checkpoint's entry by its id, then, after it, the entry the cursor's anchor names (the cursor points
+    just past it, at the same position inside the next entry's text). A cursor whose anchor is not found
+    after the checkpoint (or that has none) resumes just past the checkpoint's entry, which Tess recorded
+    already. ``CursorLost`` when the checkpoint's entry is gone too."""
+    _, within, anchor = parse_entry_cursor(cursor)
+    wanted = str(checkpoint.get("entry_id") or "")
+    resumed: str | None = None
+    with path.open("rb") as handle:
+        for _, next_offset, entry in iter_lines(handle, 0):
+            own = _anchor_of(entry)
+            if resumed is None:
+                if own is not None and own == wanted:
+                    resumed = format_cursor(next_offset, 0, own)
+                    if anchor == own:
+                        resumed = format_cursor(next_offset, within, own)
+            elif anchor is not None and own == anchor:
+                resumed = format_cursor(next_offset, within, own)
+    if resumed is None:
+        raise CursorLost(details={"cursor": "the checkpoint's entry is gone from the file"})
+    return resumed
 
 
 def read_entries(path: Path) -> list[dict[str, Any]]:

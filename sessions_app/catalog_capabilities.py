@@ -1,8 +1,9 @@
 """What sessions_app offers the capability registry and the approvals of the catalog (registered in ``ready``).
 
 - The durable inbox/state hooks (seed 000: durable inbox/outbox stays with the session coordinator):
-  ``enqueue`` raw input, ``claim`` one item under its lease and deliver it, read a session's ``checkpoint``,
-  and the open ``depth`` of the inbox and outbox.
+  ``enqueue`` raw input, ``claim`` one item under its lease and deliver it, read a session's ``checkpoint``
+  and write one (``checkpoint_write``, with the stream cursor it covers: ``checkpoints.py``; the pump
+  writes one at every compaction and resumes from it), and the open ``depth`` of the inbox and outbox.
 - Fleet diagnostics' ``session_counts`` (the sessions table lives here).
 - The Discord integration's ``status``: configured or not, and the tenant's bound channels and linked
   identities, as counts (never a key or a channel id).
@@ -31,6 +32,7 @@ from tess_site.errors import Forbidden, InvalidInput
 from tess_site.scope import Role, Scope
 
 from . import selectors, services
+from .checkpoints import session_checkpoint_write
 from .models import InboxItem, IngressBinding, IngressChannel, OutboxItem, Session, SessionStatus
 
 BOOTSTRAP_ACTION = "bootstrap.start"
@@ -159,6 +161,7 @@ def register() -> None:
     register_capability_operation(inbox, "enqueue", inbox_enqueue)
     register_capability_operation(inbox, "claim", inbox_claim)
     register_capability_operation(inbox, "checkpoint", session_checkpoint)
+    register_capability_operation(inbox, "checkpoint_write", session_checkpoint_write)
     register_capability_operation(inbox, "depth", queue_depth)
     register_capability_operation(CapabilityName.FLEET_DIAGNOSTICS, "session_counts", session_counts)
     register_capability_operation(CapabilityName.DISCORD_INTEGRATION, "status", discord_status)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -20,12 +21,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from tess_site.consumers import CLOSE_CREDENTIAL_ENDED, ScopedJsonConsumer
+from tess_site.errors import NotFound
 from tess_site.metrics import observe_stream_lag
 from tess_site.scope import Scope
 
 from . import board, events, selectors, tail
+from .bindings import binding_moved, binding_renew, client_bind, client_ref
 from .replies import replies_partial
-from .stream import TURN_DELTA, frame
+from .stream import BINDING_MOVED, TURN_DELTA, frame
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
@@ -37,6 +40,11 @@ class SessionStreamConsumer(ScopedJsonConsumer):
     last_sent = 0
     group = ""
     live = False  # past the first catch-up: what is sent now was produced while the socket was open
+    # The drawer's or CLI profile's binding this socket renews and follows (``bindings.py``).
+    binding_id: int | None = None
+    binding_group = ""
+    moved_to = ""  # the session a ``binding.moved`` frame already pointed at
+    _renewed_at = 0.0
 
     async def on_connect(self) -> None:
         events.remember_serving_loop()
@@ -60,11 +68,61 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         # A reply being written now: its text so far, then (already queued to this socket) the pieces after it.
         for body in await database_sync_to_async(replies_partial, thread_sensitive=False)(session_id=self.session_id):
             await self.send_json(frame(seq=None, kind=TURN_DELTA, ts=timezone.now().isoformat(), body=body))
+        # Bound once live, so binding never delays the first events.
+        await self._bind()
+        await self._follow_binding()  # a cutover moved this client on before it reconnected here
 
     def _can_read(self, raw_id: str) -> bool:
         return selectors.can_read_session(scope=self.tess_scope, session_id=raw_id)
 
+    async def _bind(self) -> None:
+        token = self.scope.get("tess_auth")
+        browser = self.scope.get("session")
+        ref = client_ref(
+            scope=self.tess_scope,
+            token_id=token.pk if token is not None else None,
+            session_key=browser.session_key if browser is not None and token is None else None,
+        )
+        if ref is None or self.session_id is None:
+            return
+        try:
+            bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
+                scope=self.tess_scope, session_id=self.session_id, ref=ref
+            )
+        except NotFound:
+            return  # access ended since connecting: the next re-check closes the socket (4404)
+        self.binding_id, self.binding_group = bound.binding_id, events.binding_group(bound.binding_id)
+        self._renewed_at = time.monotonic()
+        await self.channel_layer.group_add(self.binding_group, self.channel_name)
+
+    async def _follow_binding(self) -> None:
+        """Send ``binding.moved`` once per move of this socket's binding to a session its viewer may read."""
+        if self.binding_id is None:
+            return
+        body = await database_sync_to_async(self._moved_body, thread_sensitive=False)()
+        if body is None:
+            self.moved_to = ""
+            if time.monotonic() - self._renewed_at > settings.TESS_CLIENT_BINDING_SECONDS / 4:
+                self._renewed_at = time.monotonic()
+                await database_sync_to_async(binding_renew, thread_sensitive=False)(
+                    binding_id=self.binding_id, session_id=self.session_id
+                )
+            return
+        if body["to"] == self.moved_to:
+            return
+        self.moved_to = body["to"]
+        await self.send_json(frame(seq=None, kind=BINDING_MOVED, ts=timezone.now().isoformat(), body=body))
+
+    def _moved_body(self) -> dict[str, Any] | None:
+        assert self.binding_id is not None and self.session_id is not None
+        body = binding_moved(binding_id=self.binding_id, session_id=self.session_id)
+        if body is None or not selectors.can_read_session(scope=self.tess_scope, session_id=body["to"]):
+            return None
+        return body
+
     async def disconnect(self, code: int) -> None:
+        if self.binding_group:
+            await self.channel_layer.group_discard(self.binding_group, self.channel_name)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.session_id is not None and getattr(self, "_lock", None) is not None:
@@ -82,6 +140,11 @@ class SessionStreamConsumer(ScopedJsonConsumer):
 
     async def stream_recheck(self, message: dict[str, Any]) -> None:
         await self.recheck()
+
+    async def stream_moved(self, message: dict[str, Any]) -> None:
+        """A cutover or rollback moved a binding this socket is bound through: where to is read afresh."""
+        if await self.recheck():
+            await self._follow_binding()
 
     async def stream_delta(self, message: dict[str, Any]) -> None:
         """A piece of a reply being written: sent as it comes, never stored (``stream.TURN_DELTA``)."""
@@ -118,6 +181,7 @@ class SessionStreamConsumer(ScopedJsonConsumer):
 
     async def on_tick(self) -> None:
         await self._catch_up()  # also the safety net for any wake-up that never came
+        await self._follow_binding()  # and for a lost ``stream.moved``; renews the binding while in use
         self._since_heartbeat += self.tick_seconds()
         if self._since_heartbeat >= settings.TESS_STREAM_HEARTBEAT_SECONDS:
             self._since_heartbeat = 0.0
@@ -172,7 +236,54 @@ class BoardConsumer(ScopedJsonConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_event("hello", {})
 
+    async def _bind(self) -> None:
+        token = self.scope.get("tess_auth")
+        browser = self.scope.get("session")
+        ref = client_ref(
+            scope=self.tess_scope,
+            token_id=token.pk if token is not None else None,
+            session_key=browser.session_key if browser is not None and token is None else None,
+        )
+        if ref is None or self.session_id is None:
+            return
+        try:
+            bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
+                scope=self.tess_scope, session_id=self.session_id, ref=ref
+            )
+        except NotFound:
+            return  # access ended since connecting: the next re-check closes the socket (4404)
+        self.binding_id, self.binding_group = bound.binding_id, events.binding_group(bound.binding_id)
+        self._renewed_at = time.monotonic()
+        await self.channel_layer.group_add(self.binding_group, self.channel_name)
+
+    async def _follow_binding(self) -> None:
+        """Send ``binding.moved`` once per move of this socket's binding to a session its viewer may read."""
+        if self.binding_id is None:
+            return
+        body = await database_sync_to_async(self._moved_body, thread_sensitive=False)()
+        if body is None:
+            self.moved_to = ""
+            if time.monotonic() - self._renewed_at > settings.TESS_CLIENT_BINDING_SECONDS / 4:
+                self._renewed_at = time.monotonic()
+                await database_sync_to_async(binding_renew, thread_sensitive=False)(
+                    binding_id=self.binding_id, session_id=self.session_id
+                )
+            return
+        if body["to"] == self.moved_to:
+            return
+        self.moved_to = body["to"]
+        await self.send_json(frame(seq=None, kind=BINDING_MOVED, ts=timezone.now().isoformat(), body=body))
+
+    def _moved_body(self) -> dict[str, Any] | None:
+        assert self.binding_id is not None and self.session_id is not None
+        body = binding_moved(binding_id=self.binding_id, session_id=self.session_id)
+        if body is None or not selectors.can_read_session(scope=self.tess_scope, session_id=body["to"]):
+            return None
+        return body
+
     async def disconnect(self, code: int) -> None:
+        if self.binding_group:
+            await self.channel_layer.group_discard(self.binding_group, self.channel_name)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

@@ -2,7 +2,9 @@
 another provider instance (cutover) and back (rollback).
 
 Bindings move in place (their rows keep their ids), so whatever resolves a channel to its session — the
-Discord interactions endpoint, the CLI — follows at once. Both sessions' rows are locked (in primary-key
+Discord interactions endpoint, the drawer and the CLI (``bindings.py``) — follows at once; the stream sockets
+bound through a moved binding are told so (a ``binding.moved`` frame). A drawer's or CLI profile's binding
+that lapsed (unused for ``TESS_CLIENT_BINDING_SECONDS``) does not move. Both sessions' rows are locked (in primary-key
 order, so two migrations never deadlock on them) before the bindings are read, so two cutovers at once
 never split one session's bindings between two targets: the second finds nothing left to move.
 """
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from rest_framework import status
 
@@ -23,7 +26,7 @@ from tess_site.errors import TessError
 from tess_site.metrics import SESSION_CUTOVERS
 from tess_site.scope import Scope
 
-from . import selectors, stream
+from . import events, selectors, stream
 from .journal import events_append
 from .models import IngressBinding, MigrationStatus, Session, SessionMigration, SessionStatus
 from .services import _require_owner_or_admin
@@ -94,6 +97,7 @@ def _move(*, binding_ids: list[int], to: Session) -> None:
     IngressBinding.objects.filter(pk__in=binding_ids).update(session=to)
     for observer in list(_observers):
         observer(binding_ids, to.pk)
+    events.bindings_moved_on_commit(binding_ids)  # the drawer and `tess stream` follow at once
 
 
 def _record_step(
@@ -144,6 +148,7 @@ def session_cutover(*, scope: Scope, session_id: object, target_id: object) -> S
         binding_ids = list(
             IngressBinding.objects.select_for_update()
             .filter(session_id=source.pk, active=True)
+            .filter(Q(expires_at=None) | Q(expires_at__gt=timezone.now()))  # a client gone for long stays
             .order_by("pk")
             .values_list("pk", flat=True)
         )

@@ -8,6 +8,7 @@ Every push happens after commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import uuid
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 WAKE = "stream.wake"
 RECHECK = "stream.recheck"
 DELTA = "stream.delta"
+MOVED = "stream.moved"
 
 # The serving event loop, remembered by the first stream consumer. The in-process channel layer keeps
 # asyncio queues bound to that loop; a push from another thread (the embedded pump) must run there.
@@ -100,6 +102,18 @@ def recheck_session_on_commit(session_id: uuid.UUID | str) -> None:
     """After commit, make every stream consumer of the session re-check its viewer's access now."""
     group = session_group(session_id)
     transaction.on_commit(lambda: _send(group, {"type": RECHECK}))
+
+
+def binding_group(binding_id: int) -> str:
+    """The stream sockets bound through one ingress binding (a browser session's or a CLI profile's)."""
+    return f"binding.{int(binding_id)}"
+
+
+def bindings_moved_on_commit(binding_ids: list[int]) -> None:
+    """After commit, tell the stream sockets bound through these bindings that they were moved (a cutover or
+    a rollback); each reads where to from the database."""
+    for binding_id in binding_ids:
+        transaction.on_commit(functools.partial(_send, binding_group(binding_id), {"type": MOVED}))
 
 
 BOARD_CHANGED = "board.changed"

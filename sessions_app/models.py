@@ -128,6 +128,8 @@ class IngressBinding(models.Model):
     """A channel's external reference (a Discord channel id, a CLI profile, a browser tab) bound to a session.
 
     Several bindings may point at one session; one external reference binds at most one active session.
+    A Discord channel's binding lasts until it is bound elsewhere; a browser session's or a CLI profile's
+    (``bindings.py``) also lapses at ``expires_at``, renewed as it is used: a lapsed one moves nowhere.
     """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="bindings")
@@ -136,6 +138,7 @@ class IngressBinding(models.Model):
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

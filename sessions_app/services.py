@@ -28,6 +28,7 @@ from providers_app.contract import (
     AgentRuntimeProvider,
     AttachmentRequired,
     CapabilityUnsupported,
+    CursorLost,
     ProviderError,
     ProviderUnavailable,
     RuntimeNotFound,
@@ -49,9 +50,10 @@ from tess_site.scope import Channel, Role, Scope
 
 from . import agent_state, events, selectors, stream
 from .budgets import budget_blocking
+from .checkpoints import checkpoint_record, stream_resume
 from .inbox_source import announce_waiting
 from .journal import event_append, events_append
-from .lifecycle import capture_on_commit, checkpoint_body, checkpoint_capture_text, ended_text
+from .lifecycle import capture_on_commit, ended_text
 from .models import (
     AgentState,
     AttachMode,
@@ -519,17 +521,17 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
             return 0
         provider = get_provider(session.provider_instance)
         stale_since = heartbeat_stale_since(session.provider_instance)
+        items: list[tuple[stream.EventKind, Any]] = []
         try:
             scope = system_scope(session)
             if stale_since is not None:
                 # No heartbeat: not asked (it may hang); its output waits at the cursor for its return.
                 page = StreamPage(chunks=(), next_cursor=session.cursor, ended=False)
             else:
-                page = provider.stream_session(session.runtime_ref, session.cursor or None, scope, limit=limit)
+                page = _stream_page(session, provider, scope, items, limit=limit)
         except RuntimeNotFound:
             # The runtime is gone (or its id now means another session): nothing more will come.
             page = StreamPage(chunks=(), next_cursor=session.cursor, ended=True)
-        items: list[tuple[stream.EventKind, Any]] = []
         fields: dict[str, Any] = {"cursor": page.next_cursor}
         steps = [c.usage for c in page.chunks if c.usage is not None]
         for c in page.chunks:
@@ -541,11 +543,9 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
                     )
                 )
             if c.checkpoint:
-                # The runtime compacted its context: keep where, so the context can be recovered (seed 001).
-                fields["checkpoint"] = {**c.checkpoint, "cursor": c.cursor}
-                items.append((stream.EventKind.SYSTEM, checkpoint_body(c.checkpoint)))
-                capture_on_commit(
-                    session_id=session.pk, source="checkpoint", text=checkpoint_capture_text(session, c.checkpoint)
+                # The runtime compacted its context: keep where, so the stream can be recovered (seed 001).
+                fields["checkpoint"] = checkpoint_record(
+                    scope=scope, session=session, checkpoint=c.checkpoint, cursor=c.cursor, items=items
                 )
         now = timezone.now()
         if page.ended:
@@ -567,6 +567,23 @@ def session_pump(*, session_id: uuid.UUID, limit: int = 65536) -> int:
         if "agent_state" in fields:
             _announce_agent_state(session, fields["agent_state"], fields.get("agent_state_since"))
     return len(items)
+
+
+def _stream_page(
+    session: Session,
+    provider: AgentRuntimeProvider,
+    scope: Scope,
+    items: list[tuple[stream.EventKind, Any]],
+    *,
+    limit: int,
+) -> StreamPage:
+    """The next page from the session's cursor; if the runtime rewrote its stream under that cursor, from the
+    same point found again through the checkpoint (``checkpoints.stream_resume``)."""
+    try:
+        return provider.stream_session(session.runtime_ref, session.cursor or None, scope, limit=limit)
+    except CursorLost:
+        cursor = stream_resume(session=session, provider=provider, scope=scope, items=items)
+        return provider.stream_session(session.runtime_ref, cursor, scope, limit=limit)
 
 
 def _announce_agent_state(session: Session, new_state: str, since: datetime | None) -> None:

@@ -149,6 +149,9 @@ def redacted_body(*, seqs: list[int], text: str) -> RedactedBody:
 
 
 TURN_DELTA = "turn.delta"
+# A frame (never stored, no seq) telling a bound client that a cutover or rollback moved its binding:
+# ``{"from", "to", "migration", "cursor"}`` (``bindings.binding_moved``).
+BINDING_MOVED = "binding.moved"
 
 
 def turn_delta_body(*, turn_id: str, offset: int, text: str) -> TurnDeltaBody:

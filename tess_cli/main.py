@@ -40,6 +40,25 @@ def _session(api: Api, args: argparse.Namespace) -> str:
     return ids.resolve(api, ids.SESSION, args.session)
 
 
+def _session_in_use(api: Api, args: argparse.Namespace) -> str:
+    """The session a command that uses one (ask, send, attach, stream) talks to: the one named, bound to this
+    profile as it is used; or, if a cutover moved this profile from it to another session, that one, said
+    once on this command's output (on standard error with --json, so scripts still read JSON)."""
+    named = _session(api, args)
+    bound = api.post(f"/api/v1/sessions/{named}/bind/", idempotent=False)
+    followed = bound.get("followed")
+    if not followed:
+        return named
+    now = str(bound["session_id"])
+    print(
+        f"Session {named} was cut over to session {now} (migration {followed.get('migration')}): "
+        f"this profile now uses {now}.",
+        file=sys.stderr if getattr(args, "json", False) else sys.stdout,
+        flush=True,
+    )
+    return now
+
+
 def _results(data: Any) -> list[dict[str, Any]]:
     return list(data.get("results", [])) if isinstance(data, dict) else list(data)
 
@@ -184,7 +203,7 @@ ENDED = ("exited", "terminated")
 def cmd_stream(args: argparse.Namespace) -> int:
     config = config_store.load()
     api = Api(config)
-    session_id = _session(api, args)
+    session_id = _session_in_use(api, args)
     session = api.get(f"/api/v1/sessions/{session_id}/")
     shown = 0
 
@@ -226,7 +245,20 @@ def cmd_stream(args: argparse.Namespace) -> int:
         last.update(frame)
         return show(frame)
 
-    follow(config, session_id, cursor=cursor, on_event=on_event)
+    def on_moved(body: dict[str, Any]) -> bool:
+        """A cutover moved this profile while streaming: say where to, and stream that session from there."""
+        nonlocal session_id
+        print(
+            f"Session {body.get('from')} was cut over to session {body['to']} (migration {body.get('migration')}): "
+            f"this profile now uses {body['to']}; streaming it.",
+            file=sys.stderr if args.json or args.raw else sys.stdout,
+            flush=True,
+        )
+        session_id = str(body["to"])
+        session.update(api.get(f"/api/v1/sessions/{session_id}/"))
+        return True
+
+    follow(config, session_id, cursor=cursor, on_event=on_event, on_moved=on_moved)
     if last.get("kind") == "status":
         return ended(str((last.get("body") or {}).get("status")))
     return OK
@@ -234,7 +266,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     api = _api(args)
-    session_id = _session(api, args)
+    session_id = _session_in_use(api, args)
     # The session's socket, opened first, prints the reply as it is written (``ask.ReplyWatch``).
     cursor = int(api.get(f"/api/v1/sessions/{session_id}/").get("last_seq") or 0)
     watch = ReplyWatch(api.config, session_id, cursor, show=not args.json).start()
@@ -290,7 +322,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     api = _api(args)
     data = api.request(
         "POST",
-        f"/api/v1/sessions/{_session(api, args)}/messages/",
+        f"/api/v1/sessions/{_session_in_use(api, args)}/messages/",
         json={"text": args.text},
         idempotent=True,
         retries=2,
@@ -303,7 +335,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 def cmd_attach(args: argparse.Namespace) -> int:
     mode = "interactive" if args.interactive else "read_only"
     api = _api(args)
-    data = api.post(f"/api/v1/sessions/{_session(api, args)}/attach/", {"mode": mode})
+    data = api.post(f"/api/v1/sessions/{_session_in_use(api, args)}/attach/", {"mode": mode})
     emit_json(data) if args.json else print(f"Attached {data['mode']} (idle timeout {data['idle_timeout_seconds']}s).")
     return OK
 
@@ -528,7 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stream",
         parents=[common],
-        help="show a session's latest events, then follow it live until it ends (Ctrl-C to stop)",
+        help="show a session's latest events, then follow it live until it ends (Ctrl-C to stop); "
+        "a cutover of the session moves the stream to its new session",
     )
     p.add_argument("session", help=SESSION_HELP)
     start = p.add_mutually_exclusive_group()

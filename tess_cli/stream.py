@@ -31,6 +31,7 @@ def follow(
     *,
     cursor: int,
     on_event: Callable[[dict[str, Any]], bool | None],
+    on_moved: Callable[[dict[str, Any]], bool] | None = None,
     max_events: int = 0,
     max_wait: float = 30.0,
 ) -> int:
@@ -39,7 +40,8 @@ def follow(
 
     A drop (server restart, network) reconnects with backoff from the last seq, so nothing is lost or
     repeated; refusals (bad token, not yours) end the command. Gives up after ``max_wait`` seconds of
-    failed reconnects.
+    failed reconnects. A ``binding.moved`` frame (a cutover moved this profile to another session) goes to
+    ``on_moved``; if it answers True, the stream goes on in the new session, from the frame's ``cursor``.
     """
     seen = 0
     delay = 0.25
@@ -51,8 +53,15 @@ def follow(
                 ws_url(config, session_id, cursor), additional_headers=headers, open_timeout=10, proxy=None
             ) as ws:
                 down_since, delay = None, 0.25
+                moved: dict[str, Any] | None = None
                 for raw in ws:
                     frame = json.loads(raw)
+                    if frame.get("kind") == "binding.moved" and on_moved is not None:
+                        body = frame.get("body") or {}
+                        if body.get("to") and body.get("to") != session_id and on_moved(body):
+                            moved = body
+                            break
+                        continue
                     if frame.get("kind") == "heartbeat" or frame.get("seq") is None:
                         continue
                     if int(frame["seq"]) <= cursor:
@@ -62,6 +71,9 @@ def follow(
                     seen += 1
                     if stop or (max_events and seen >= max_events):
                         return cursor
+                if moved is not None:
+                    session_id, cursor = str(moved["to"]), int(moved.get("cursor") or 0)
+                    continue
                 # The server closed the socket: a refusal ends; anything else reconnects.
                 _raise_if_fatal(ws.close_code)
         except InvalidStatus as exc:

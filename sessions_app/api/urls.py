@@ -22,6 +22,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("catalog/<str:tool_id>/invoke/", catalog_views.CatalogInvokeView.as_view(), name="catalog-invoke"),
     path("sessions/<str:session_id>/cutover/", views.SessionCutoverView.as_view(), name="session-cutover"),
     path("sessions/<str:session_id>/rollback/", views.SessionRollbackView.as_view(), name="session-rollback"),
+    path("sessions/<str:session_id>/bind/", views.SessionBindView.as_view(), name="session-bind"),
     path("sessions/<str:session_id>/migrations/", views.SessionMigrationsView.as_view(), name="session-migrations"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
 ]

@@ -15,8 +15,9 @@ from approvals_app.models import Approval
 from providers_app.registry import get_provider
 from tess_site.accounts.api_base import ScopedAPIView, query_filters
 from tess_site.api_schema import PROVIDER_ERRORS, list_schema
+from tess_site.errors import InvalidInput
 
-from .. import cutover, selectors, services
+from .. import bindings, cutover, selectors, services
 from ..board import BoardFilters, session_usage, sessions_filtered
 from ..idempotency import IDEMPOTENCY_PARAMETER, KeyHold, idempotent, idempotent_in_steps
 from ..models import AttachMode, Session
@@ -404,6 +405,40 @@ class SessionRollbackView(ScopedAPIView):
             scope=self.scope, session_id=session_id, migration_id=body.validated_data.get("migration")
         )
         return Response(SessionMigrationSerializer(migration).data)
+
+
+class SessionBindView(ScopedAPIView):
+    @extend_schema(
+        request=None,
+        responses=inline_serializer(
+            name="ClientBinding",
+            fields={
+                "session_id": serializers.UUIDField(help_text="the session to use: this one, or where it moved"),
+                "expires_at": serializers.DateTimeField(help_text="the binding lapses then unless used again"),
+                "followed": inline_serializer(
+                    name="FollowedMove",
+                    fields={"from": serializers.UUIDField(), "migration": serializers.IntegerField()},
+                    allow_null=True,
+                    help_text="set when a cutover moved this client from the session named to `session_id`",
+                ),
+            },
+        ),
+        description="Bind the caller's CLI profile (its token) or browser session to this session as it uses "
+        "it; the binding lapses `TESS_CLIENT_BINDING_SECONDS` after its last use. A cutover moves live "
+        "bindings; if one moved this client away from the session named, the answer is the session it is on "
+        "now (`followed`), and the binding stays there.",
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        token = request.auth
+        ref = bindings.client_ref(
+            scope=self.scope,
+            token_id=getattr(token, "pk", None) if token is not None else None,
+            session_key=request.session.session_key if token is None else None,
+        )
+        if ref is None:
+            raise InvalidInput("Only a browser session or a CLI token binds this way.")
+        bound = bindings.client_bind(scope=self.scope, session_id=session_id, ref=ref)
+        return Response(bound.describe())
 
 
 class SessionMigrationsView(ScopedAPIView):

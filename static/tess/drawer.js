@@ -784,6 +784,7 @@ Hooks other scripts may use (window.Tess):
       if (generation !== state.generation) return;
       const event = JSON.parse(message.data);
       if (event.kind === "heartbeat") return;
+      if (event.kind === "binding.moved") return followMove(event.body || {});
       if (typeof event.seq === "number" && event.seq > state.lastSeq) state.lastSeq = event.seq;
       output.dataset.lastSeq = String(state.lastSeq);
       render(event);
@@ -800,6 +801,16 @@ Hooks other scripts may use (window.Tess):
       setConnection("Reconnecting…", "reconnecting");
       state.timer = setTimeout(connect, delay);
     });
+  }
+
+  // A cutover (or its rollback) moved this browser's binding to another session: switch to it, and say so.
+  async function followMove(body) {
+    if (!body.to || body.to === state.sessionId) return;
+    const from = state.session ? sessionName(state.session) : "session " + String(body.from).slice(0, 8);
+    await window.Tess.selectSession(body.to);
+    if (state.sessionId !== body.to) return;
+    const notice = systemLine("Moved here from " + from + " by a cutover (migration " + body.migration + ").");
+    notice.dataset.moved = body.from;
   }
 
   function disconnect() {

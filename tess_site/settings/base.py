@@ -322,6 +322,8 @@ TESS_OPERATOR_MEMORY = operator_memory(os.environ)
 
 # --- sessions and the live stream (sessions_app) ----------------------------------------------------
 TESS_ATTACH_IDLE_SECONDS = env_int("TESS_ATTACH_IDLE_SECONDS", 900, minimum=10)
+# A browser session's or a CLI profile's binding to the session it uses ends this long after its last use.
+TESS_CLIENT_BINDING_SECONDS = env_int("TESS_CLIENT_BINDING_SECONDS", 43200, minimum=60)
 TESS_STREAM_HEARTBEAT_SECONDS = env_int("TESS_STREAM_HEARTBEAT_SECONDS", 25, minimum=1, maximum=30)
 TESS_STREAM_RECHECK_SECONDS = env_int("TESS_STREAM_RECHECK_SECONDS", 5, minimum=1, maximum=60)
 TESS_IDEMPOTENCY_HOURS = env_int("TESS_IDEMPOTENCY_HOURS", 24, minimum=1)

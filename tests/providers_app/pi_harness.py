@@ -7,6 +7,7 @@ the session file (the file grows while the provider follows it); ``received`` is
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,14 @@ class PiHarness:
         writer = self.writers[ref.runtime_id]
         assert writer.leaf is not None
         writer.compaction(summary, writer.leaf, tokens_before=4242)
+
+    def rewrite(self, ref: RuntimeRef) -> None:
+        """pi rewrites a whole session file when it migrates one on load (``SessionManager._rewriteFile``:
+        every entry again through ``JSON.stringify``, so without the spaces this writer puts in): every byte
+        offset after the first line moves."""
+        path = self.writers[ref.runtime_id].path
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines))
 
     def received(self, ref: RuntimeRef) -> str:
         inbox = Path(str(self.writers[ref.runtime_id].path) + ".received")

@@ -28,7 +28,13 @@ def test_the_three_plugin_capabilities_advertise_their_operations():
         "queue_depth",
         "session_counts",
     }
-    assert capability(CapabilityName.DURABLE_INBOX_STATE).supported == {"enqueue", "claim", "checkpoint", "depth"}
+    assert capability(CapabilityName.DURABLE_INBOX_STATE).supported == {
+        "enqueue",
+        "claim",
+        "checkpoint",
+        "checkpoint_write",
+        "depth",
+    }
     assert OPERATIONS[CapabilityName.RUNTIME_BOOTSTRAP] == {"start": False}
 
 

@@ -19,6 +19,7 @@ from providers_app.contract import (
     AttachMode,
     Capabilities,
     CapabilityUnsupported,
+    CursorLost,
     Operation,
     OutputChunk,
     ProviderHealth,
@@ -255,6 +256,41 @@ def test_a_compaction_is_marked_once_as_a_checkpoint_that_resumes_exactly(
     assert resumed[0].checkpoint == checkpoint.checkpoint and "".join(c.data for c in resumed) == "after"
     past = runtime.provider.stream_session(ref, checkpoint.next_cursor, system_scope).chunks
     assert all(c.checkpoint is None for c in past) and "".join(c.data for c in past) == "after"
+
+
+def test_a_stream_rewritten_under_its_cursor_resumes_from_the_checkpoint_exactly(
+    runtime: Harness, system_scope: Scope
+) -> None:
+    """Compaction recovery: when a runtime that keeps checkpoints rewrites its stream (pi migrating a session
+    file moves every byte offset), the old cursor is refused as lost rather than read on from the wrong
+    place, and ``resume_cursor`` finds the same point again from the checkpoint Tess recorded: nothing
+    repeated, nothing skipped, even in the middle of an entry. A runtime without checkpoints fails closed."""
+    provider = runtime.provider
+    ref = runtime.start(system_scope, "alpha")
+    compacts = getattr(runtime, "compact", None)
+    if compacts is None:
+        with pytest.raises(CapabilityUnsupported):
+            provider.resume_cursor(ref, "", {"entry_id": "x", "cursor": ""}, system_scope)
+        return
+    runtime.emit(ref, b"before ")
+    compacts(ref, "what came before")
+    runtime.emit(ref, b"kept words ")
+    chunks, cursor = read_until(provider, ref, system_scope, None, len(b"before ke"), limit=3)
+    (marked,) = [chunk for chunk in chunks if chunk.checkpoint is not None]
+    recorded = {**(marked.checkpoint or {}), "cursor": marked.cursor}
+    read = "".join(chunk.data for chunk in chunks)
+    assert read.startswith("before k") and len(read) < len("before kept words ")  # stopped inside an entry
+
+    runtime.rewrite(ref)  # type: ignore[attr-defined]
+    runtime.emit(ref, b"after")
+
+    with pytest.raises(CursorLost):
+        provider.stream_session(ref, cursor, system_scope)
+    resumed = provider.resume_cursor(ref, cursor, recorded, system_scope)
+    expected = "before kept words after"[len(read) :]
+    rest, _ = read_until(provider, ref, system_scope, resumed, len(expected.encode()), limit=65536)
+    assert "".join(chunk.data for chunk in rest) == expected
+    assert all(chunk.checkpoint is None for chunk in rest)
 
 
 def test_a_malformed_cursor_is_refused(runtime: Harness, system_scope: Scope) -> None:

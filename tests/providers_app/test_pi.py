@@ -17,6 +17,7 @@ from providers_app import pi_files
 from providers_app.contract import (
     AttachMode,
     CapabilityUnsupported,
+    CursorLost,
     OutputChunk,
     ProviderError,
     RuntimeNode,
@@ -226,14 +227,39 @@ def test_a_line_still_being_written_is_not_read_until_it_is_complete(pi: PiHarne
     assert [chunk.data for chunk in second.chunks] == ["late"]
 
 
-@pytest.mark.parametrize("cursor", ["1.0", "0.5", "99999999.0", "-1.0", "1.x"])
-def test_a_cursor_that_names_no_entry_is_refused(pi: PiHarness, system_scope: Scope, cursor: str) -> None:
+@pytest.mark.parametrize("cursor", ["-1.0", "1.x", "1.0.not/an/id"])
+def test_a_malformed_cursor_is_refused(pi: PiHarness, system_scope: Scope, cursor: str) -> None:
     writer = PiSessionWriter(pi.directory)
     writer.assistant("abc")
     ref = ref_of(pi.provider, system_scope, writer.id)
 
     with pytest.raises(InvalidInput):
         pi.provider.stream_session(ref, cursor, system_scope)
+
+
+@pytest.mark.parametrize("cursor", ["1.0", "0.5", "99999999.0"])
+def test_a_cursor_that_names_no_entry_is_lost_not_read_from(pi: PiHarness, system_scope: Scope, cursor: str) -> None:
+    writer = PiSessionWriter(pi.directory)
+    writer.assistant("abc")
+    ref = ref_of(pi.provider, system_scope, writer.id)
+
+    with pytest.raises(CursorLost):
+        pi.provider.stream_session(ref, cursor, system_scope)
+
+
+def test_a_cursor_whose_entry_before_changed_is_lost(pi: PiHarness, system_scope: Scope) -> None:
+    """The file was rewritten with the same line lengths but other entries: the offset alone would fit."""
+    writer = PiSessionWriter(pi.directory)
+    first = writer.assistant("abc")
+    writer.assistant("def")
+    ref = ref_of(pi.provider, system_scope, writer.id)
+    page = pi.provider.stream_session(ref, None, system_scope, limit=3)
+    assert [c.data for c in page.chunks] == ["abc"] and page.next_cursor.endswith("." + first)
+
+    writer.path.write_text(writer.path.read_text().replace(first, "0" * len(first)))
+
+    with pytest.raises(CursorLost):
+        pi.provider.stream_session(ref, page.next_cursor, system_scope)
 
 
 # --- references and health ---------------------------------------------------------------------------
