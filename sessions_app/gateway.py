@@ -60,6 +60,7 @@ from providers_app.model_adapters import (
     ModelStopped,
     ModelUsage,
     get_model_adapter,
+    usage_estimate,
 )
 from providers_app.registry import get_provider
 from tess_site.accounts.selectors import roles_for
@@ -634,8 +635,12 @@ def _think(
         result.usage, result.model, result.model_adapter = exc.usage, str(getattr(adapter, "model", "")), adapter.name
         reply = ModelReply(text=exc.text, adapter=adapter.name, model="")
     except ModelError as exc:
-        # A call refused before the model answered carries no usage; one broken or stopped half-way does.
-        result.usage, result.model, result.model_adapter = exc.usage, str(getattr(adapter, "model", "")), adapter.name
+        # A call refused before the model answered carries no usage; one broken or stopped half-way does, and a
+        # stopped one that reported nothing is estimated from what it was sent and had produced.
+        usage = exc.usage
+        if usage is None and isinstance(exc, ModelStopped) and adapter.name != DeterministicAdapter.name:
+            usage = usage_estimate(prompt.messages(), exc.text)
+        result.usage, result.model, result.model_adapter = usage, str(getattr(adapter, "model", "")), adapter.name
         # The fallback reads no memory: its prompt has no memory block and it names no initiative.
         bare = prompt_assemble(
             text=text, retrieved=retrieved, live=live, conversation=conversation.messages, project_context=project.block

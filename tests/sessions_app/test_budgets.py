@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
+from approvals_app.briefs import describe
 from approvals_app.decisions import approval_decide
 from approvals_app.links import approval_link_open
 from approvals_app.models import Approval
@@ -172,6 +173,9 @@ def test_at_100_percent_a_turn_becomes_an_approval_and_reaches_the_model_only_on
         assert held["action"] == "session.over_budget"
         assert "Nothing was sent to the model" in body["reply"]
         assert not UsageRecord.objects.filter(source_ref__startswith="turn:").exists()
+        brief = describe(Approval.objects.get(pk=held["id"]))
+        assert "although budget b has reached its limit" in brief.sentence
+        assert brief.output_lines == ["what is next?"]  # the approver reads exactly what will be sent
         approve(cast, held["id"], django_capture_on_commit_callbacks)
     assert [r["body"]["messages"][-1]["content"] for r in chat_standin.requests] == ["what is next?"]
     assert Approval.objects.get(pk=held["id"]).execution == Approval.Execution.EXECUTED

@@ -13,6 +13,7 @@ goes on without the demo session.
 from __future__ import annotations
 
 import shutil
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from providers_app.contract import ProviderError
 from providers_app.pi import PiProvider
 from providers_app.registry import configured_instances, get_provider
 from sessions_app import services
-from sessions_app.models import Session, SessionStatus
+from sessions_app.budgets import budget_save
+from sessions_app.models import Budget, BudgetAction, BudgetMetric, BudgetPeriod, Session, SessionStatus
 from tess_site.accounts.models import Tenant
 from tess_site.accounts.selectors import roles_for
-from tess_site.scope import Channel, Scope
+from tess_site.scope import Channel, Role, Scope
 
+DEMO_BUDGET_USD = Decimal("0.40")  # the sample file's steps cost 0.4881 USD: past the limit
 SAMPLE_PI_FILE = Path(__file__).resolve().parents[2] / "demo_data" / "pi-demo-session.jsonl"
 SAMPLE_PI_ID = "0b7c1d2e-5f60-4a71-8b92-a3b4c5d6e7f8"
 INSTALL_HINT = (
@@ -107,6 +110,32 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"Demo session {bound.pk} is bound ({instance}:{bound.runtime_id}).")
+        self._ensure_budget(scope, bound)
+
+    def _ensure_budget(self, scope: Scope, session: Session) -> None:
+        """A require_approval budget on the pi demo session below what its sample file cost, so the usage page
+        shows a budget reached and a turn in that session becomes an approval request."""
+        if Budget.objects.filter(tenant=scope.tenant, session=session).exists():
+            return
+        setup = Scope(
+            tenant=scope.tenant,
+            actor=None,
+            channel=Channel.SYSTEM,
+            correlation_id="tess-demo-session",
+            roles=frozenset({Role.ADMIN}),
+        )
+        budget = Budget(
+            tenant=scope.tenant,
+            name="demo pi spend",
+            session=session,
+            period=BudgetPeriod.MONTH,
+            metric=BudgetMetric.COST,
+            currency="USD",
+            limit=DEMO_BUDGET_USD,
+            action=BudgetAction.REQUIRE_APPROVAL,
+        )
+        budget_save(scope=setup, budget=budget, created=True)
+        self.stdout.write(f"Budget 'demo pi spend' ({DEMO_BUDGET_USD} USD a month, require_approval) on {session.pk}.")
 
     def _ensure(self, scope: Scope, instance: str, title: str) -> None:
         """One running session of ``instance`` for the scope's user: the live one, or a new one."""
