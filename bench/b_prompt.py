@@ -6,8 +6,9 @@ every turn the session's runtime wrote ``BENCH_PROMPT_OUTPUT`` output events (de
 must not walk. Measured: the prompt's conversation read and assembled (``conversation_build``, with the
 tokens counted) plus the whole prompt's messages, as the gateway's second step makes them. Target: 1,000
 turns at most 2x 10 turns, since a prompt carries the newest summary and the turns after it, not the
-whole history. A second row sets it beside 200 turns (already past the budget): at most 1.25x, the cost
-stays flat however long the session runs. Each pair twice: counted with the stated estimate (the
+whole history. Each build reads the conversation from the database (nothing kept from the last one), as the
+first turn a serving process answers for a session does. A second row sets it beside 200 turns (already past
+the budget): at most 1.25x, the cost stays flat however long the session runs. Each pair twice: counted with the stated estimate (the
 deterministic model), and exactly with the ``o200k_base`` vocabulary (``TESS_MODEL=gpt-5.6-sol``).
 """
 
@@ -24,6 +25,7 @@ from bench.common import Row, per_op_us
 from providers_app.model_adapters import DeterministicAdapter
 from sessions_app import stream
 from sessions_app.conversation import conversation_build, conversation_summary_store
+from sessions_app.conversation_items import conversation_kept_clear
 from sessions_app.gateway import turn_handle
 from sessions_app.gateway_prompt import prompt_assemble
 from sessions_app.journal import events_append
@@ -59,6 +61,9 @@ def _conversation(scope: Scope, tenant_id: int, turns: int) -> Session:
 
 
 def _build(session: Session) -> None:
+    # Read whole every time, as the first turn a process answers for a session does: what each process keeps
+    # between turns (conversation_items) would otherwise turn every figure but the first into a cache hit.
+    conversation_kept_clear()
     conversation = conversation_build(session=session, adapter=DeterministicAdapter())
     assert conversation.summary is None
     prompt_assemble(text="and now?", live=LIVE, conversation=conversation.messages).messages()
