@@ -8,8 +8,9 @@ tokens counted) plus the whole prompt's messages, as the gateway's second step m
 turns at most 2x 10 turns, since a prompt carries the newest summary and the turns after it, not the
 whole history. Each build reads the conversation from the database (nothing kept from the last one), as the
 first turn a serving process answers for a session does. A second row sets it beside 200 turns (already past
-the budget): at most 1.25x, the cost stays flat however long the session runs. Each pair twice: counted with the stated estimate (the
-deterministic model), and exactly with the ``o200k_base`` vocabulary (``TESS_MODEL=gpt-5.6-sol``).
+the budget): at most 1.25x, the cost stays flat however long the session runs. Each pair twice: counted with
+the stated estimate (the deterministic model), and exactly with the ``o200k_base`` vocabulary
+(``TESS_MODEL=gpt-5.6-sol``).
 """
 
 from __future__ import annotations
