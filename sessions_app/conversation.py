@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import F
 
-from providers_app.model_adapters import SUMMARY_INTENT, ModelAdapter, ModelError, ModelRequest, Prompt
+from providers_app.model_adapters import SUMMARY_INTENT, ModelAdapter, ModelError, ModelRequest, ModelUsage, Prompt
 from providers_app.model_tokens import MESSAGE_OVERHEAD, token_counter
 from tess_site.transactions import connection_release
 
@@ -50,6 +50,7 @@ class PendingSummary:
     text: str
     adapter: str
     model: str
+    usage: ModelUsage | None = None  # what the summary's model call consumed, as its adapter reported it
 
 
 @dataclass
@@ -191,7 +192,12 @@ def _summarise(
     if not text.strip():
         raise ModelError("The model returned an empty summary.", details={"adapter": adapter.name})
     return PendingSummary(
-        first_seq=older[0].seq, last_seq=older[-1].seq, text=text, adapter=reply.adapter, model=reply.model or model
+        first_seq=older[0].seq,
+        last_seq=older[-1].seq,
+        text=text,
+        adapter=reply.adapter,
+        model=reply.model or model,
+        usage=reply.usage,
     )
 
 

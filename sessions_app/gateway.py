@@ -272,13 +272,22 @@ def _admit(session: Session, actor_id: int) -> Admission:
 
 
 def _usage_write(session: Session, actor_id: int, result: TurnResult) -> None:
-    """The turn's model call in the usage ledger (source ``turn:<id>``), by the turn's actor."""
-    usage = result.usage
-    if usage is None:
-        return
-    step = {
-        "ref": f"turn:{result.turn_id}",
-        "model": result.model,
+    """The turn's model calls in the usage ledger, by the turn's actor: its answer (source ``turn:<id>``) and
+    the summary of the earlier conversation it made, if any (``summary:<id>``; billed even when another turn's
+    summary was stored instead)."""
+    if result.usage is not None:
+        step = _usage_step(f"turn:{result.turn_id}", result.model, result.usage)
+        usage_record(session=session, steps=[step], operator_id=actor_id, provider=result.model_adapter)
+    summary = result.summary
+    if summary is not None and summary.usage is not None:
+        step = _usage_step(f"summary:{result.turn_id}", summary.model, summary.usage)
+        usage_record(session=session, steps=[step], operator_id=actor_id, provider=summary.adapter)
+
+
+def _usage_step(ref: str, model: str, usage: ModelUsage) -> dict[str, Any]:
+    return {
+        "ref": ref,
+        "model": model,
         "input": usage.input_tokens,
         "output": usage.output_tokens,
         "cache_read": usage.cache_read_tokens,
@@ -287,7 +296,6 @@ def _usage_write(session: Session, actor_id: int, result: TurnResult) -> None:
         "currency": usage.currency,
         "source": usage.source,
     }
-    usage_record(session=session, steps=[step], operator_id=actor_id, provider=result.model_adapter)
 
 
 def turn_run_approved(*, approval_id: str) -> TurnResult | None:

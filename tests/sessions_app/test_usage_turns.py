@@ -13,6 +13,7 @@ import pytest
 from django.test import override_settings
 
 from sessions_app import services
+from sessions_app.gateway_prompt import STABLE_PREFIX
 from sessions_app.models import Session, UsageRecord
 from tests.conftest import Cast, scope_of
 from tests.factories import SessionFactory
@@ -157,3 +158,23 @@ def test_the_session_says_its_agent_s_usage_and_tess_s_turns_apart(cast, api_as,
     assert usage["agent"]["text"] == "unknown"  # the runtime reports nothing: Tess's turn is not the agent's
     tokens = row.input_tokens + row.output_tokens + row.cache_read_tokens
     assert usage["tess"] == {"text": "< 0.01 EUR", "steps": 1, "tokens": tokens}
+
+
+def test_a_summary_a_turn_made_is_a_ledger_row_of_its_own(cast, api_as, session, chat_standin):
+    client = api_as(cast.owner)
+    settings = {**model_settings(chat_standin, "gpt-priced", stream=False), "TESS_CONVERSATION_TOKENS": 1024}
+    with override_settings(**settings):
+        for n in range(12):
+            body = turn(client, session, f"question {n}: " + "about the fleet " * 60)
+            if UsageRecord.objects.filter(session=session, source_ref__startswith="summary:").exists():
+                break
+    [row] = UsageRecord.objects.filter(session=session, source_ref__startswith="summary:")
+    assert row.source_ref == f"summary:{body['turn_id']}"
+    summaries = [r["body"] for r in chat_standin.requests if r["body"]["messages"][0]["content"] != STABLE_PREFIX]
+    assert len(summaries) == 1
+    asked = summaries[0]
+    reported = usage_of(asked, f"stand-in answer to: {asked['messages'][-1]['content']}")
+    assert (row.operator, row.provider_instance, row.model) == (cast.owner, "openai_compatible", "gpt-priced")
+    assert row.output_tokens == reported["completion_tokens"] and row.cost_source == "priced"
+    # The turn's own answer is its own row beside it.
+    assert UsageRecord.objects.filter(session=session, source_ref=f"turn:{body['turn_id']}").exists()
