@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from tess_site.accounts.admin import tenants_with_roles
 from tess_site.accounts.models import Membership, Tenant
 from tess_site.accounts.selectors import roles_for
 from tess_site.context import get_correlation_id
@@ -27,13 +28,7 @@ from .models import Budget, Session
 
 def _tenants_with(request: HttpRequest, *roles: Role) -> list[int] | None:
     """Tenants where the user holds one of ``roles``; ``None``: every tenant (a superuser)."""
-    user = request.user
-    if not user.is_authenticated or not user.is_active:
-        return []
-    if user.is_superuser:
-        return None
-    values = [role.value for role in roles]
-    return list(Membership.objects.filter(user=user, role__in=values).values_list("tenant_id", flat=True))
+    return tenants_with_roles(request, *roles)
 
 
 def _admin_of(request: HttpRequest, tenant_id: int | None) -> bool:

@@ -18,13 +18,26 @@ from .models import ExternalIdentity, Membership, PersonalToken, Tenant
 from .selectors import roles_for
 
 
+def tenants_with_roles(request: HttpRequest, *roles: Role) -> list[int] | None:
+    """Tenants where the user holds one of ``roles``; ``None`` means all (superuser). The user's memberships
+    are read once per request: the admin asks for permissions many times while rendering one page (the
+    sidebar asks every model admin)."""
+    user = request.user
+    if not user.is_authenticated or not user.is_active:
+        return []
+    if user.is_superuser:
+        return None
+    if not hasattr(request, "_tess_memberships"):
+        rows = Membership.objects.filter(user=user).values_list("tenant_id", "role")
+        request._tess_memberships = list(rows)  # type: ignore[attr-defined]
+    memberships: list[tuple[int, str]] = request._tess_memberships  # type: ignore[attr-defined]
+    wanted = {role.value for role in roles}
+    return sorted({tenant_id for tenant_id, role in memberships if role in wanted})
+
+
 def admin_tenant_ids(request: HttpRequest) -> list[int] | None:
     """Tenants whose identity records the user may manage here; ``None`` means all (superuser)."""
-    if not request.user.is_authenticated:
-        return []
-    if request.user.is_superuser:
-        return None
-    return list(Membership.objects.filter(user=request.user, role=Role.ADMIN.value).values_list("tenant_id", flat=True))
+    return tenants_with_roles(request, Role.ADMIN)
 
 
 class TenantAdminMixin:
