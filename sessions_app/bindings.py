@@ -73,6 +73,17 @@ def _moved_from(binding: IngressBinding, session_id: uuid.UUID) -> SessionMigrat
     return next((m for m in open_ones if binding.pk in (m.binding_ids or [])), None)
 
 
+def client_binding_on(*, scope: Scope, session_id: uuid.UUID, ref: str) -> ClientBinding | None:
+    """The caller's live binding, if it is on ``session_id`` (read only: a socket of a CLI profile follows the
+    binding its commands made, and watching a session does not move it)."""
+    channel = CLIENT_CHANNELS[scope.channel]
+    now = timezone.now()
+    current = IngressBinding.objects.filter(channel=channel, external_ref=ref, active=True).order_by("pk").first()
+    if current is None or not _live(current, now) or current.session_id != session_id:
+        return None
+    return ClientBinding(binding_id=current.pk, session_id=session_id, expires_at=current.expires_at or now)
+
+
 def client_bind(*, scope: Scope, session_id: object, ref: str) -> ClientBinding:
     """Bind the caller's browser session or CLI profile (``ref``) to the session it uses, renewing its expiry.
 

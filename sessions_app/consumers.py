@@ -9,6 +9,7 @@ or a revoked grant close the socket within seconds.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 import uuid
@@ -18,6 +19,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from tess_site.consumers import CLOSE_CREDENTIAL_ENDED, ScopedJsonConsumer
@@ -26,9 +28,11 @@ from tess_site.metrics import observe_stream_lag
 from tess_site.scope import Scope
 
 from . import board, events, selectors, tail
-from .bindings import binding_moved, binding_renew, client_bind, client_ref
+from .bindings import binding_moved, binding_renew, client_bind, client_binding_on, client_ref
 from .replies import replies_partial
 from .stream import BINDING_MOVED, TURN_DELTA, frame
+
+logger = logging.getLogger(__name__)
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
@@ -85,12 +89,21 @@ class SessionStreamConsumer(ScopedJsonConsumer):
         )
         if ref is None or self.session_id is None:
             return
+        # The drawer's socket is the browser session using a session; a CLI profile's commands bind it (POST
+        # .../bind/) and its sockets only follow that binding, so a profile watching many sessions moves nothing.
+        bind = client_bind if token is None else client_binding_on
         try:
-            bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
+            bound = await database_sync_to_async(bind, thread_sensitive=False)(
                 scope=self.tess_scope, session_id=self.session_id, ref=ref
             )
         except NotFound:
             return  # access ended since connecting: the next re-check closes the socket (4404)
+        except DatabaseError:
+            # Following a cutover is a convenience of this socket: the stream goes on without it.
+            logger.warning("session %s: the socket's client binding could not be made", self.session_id, exc_info=True)
+            return
+        if bound is None:
+            return
         self.binding_id, self.binding_group = bound.binding_id, events.binding_group(bound.binding_id)
         self._renewed_at = time.monotonic()
         await self.channel_layer.group_add(self.binding_group, self.channel_name)
@@ -236,54 +249,7 @@ class BoardConsumer(ScopedJsonConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_event("hello", {})
 
-    async def _bind(self) -> None:
-        token = self.scope.get("tess_auth")
-        browser = self.scope.get("session")
-        ref = client_ref(
-            scope=self.tess_scope,
-            token_id=token.pk if token is not None else None,
-            session_key=browser.session_key if browser is not None and token is None else None,
-        )
-        if ref is None or self.session_id is None:
-            return
-        try:
-            bound = await database_sync_to_async(client_bind, thread_sensitive=False)(
-                scope=self.tess_scope, session_id=self.session_id, ref=ref
-            )
-        except NotFound:
-            return  # access ended since connecting: the next re-check closes the socket (4404)
-        self.binding_id, self.binding_group = bound.binding_id, events.binding_group(bound.binding_id)
-        self._renewed_at = time.monotonic()
-        await self.channel_layer.group_add(self.binding_group, self.channel_name)
-
-    async def _follow_binding(self) -> None:
-        """Send ``binding.moved`` once per move of this socket's binding to a session its viewer may read."""
-        if self.binding_id is None:
-            return
-        body = await database_sync_to_async(self._moved_body, thread_sensitive=False)()
-        if body is None:
-            self.moved_to = ""
-            if time.monotonic() - self._renewed_at > settings.TESS_CLIENT_BINDING_SECONDS / 4:
-                self._renewed_at = time.monotonic()
-                await database_sync_to_async(binding_renew, thread_sensitive=False)(
-                    binding_id=self.binding_id, session_id=self.session_id
-                )
-            return
-        if body["to"] == self.moved_to:
-            return
-        self.moved_to = body["to"]
-        await self.send_json(frame(seq=None, kind=BINDING_MOVED, ts=timezone.now().isoformat(), body=body))
-
-    def _moved_body(self) -> dict[str, Any] | None:
-        assert self.binding_id is not None and self.session_id is not None
-        body = binding_moved(binding_id=self.binding_id, session_id=self.session_id)
-        if body is None or not selectors.can_read_session(scope=self.tess_scope, session_id=body["to"]):
-            return None
-        return body
-
     async def disconnect(self, code: int) -> None:
-        if self.binding_group:
-            await self.channel_layer.group_discard(self.binding_group, self.channel_name)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

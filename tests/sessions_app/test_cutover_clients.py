@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Origin
 
@@ -186,3 +187,34 @@ def test_nobody_binds_to_a_session_they_cannot_read(cast, api_as):
     for user, tenant in ((cast.outsider, cast.globex), (cast.teammate, cast.acme)):
         assert bind(api_as(user, tenant), source).status_code == 404
     assert not IngressBinding.objects.exists()
+
+
+def token_socket(server: str, token: str, session: Session) -> ClientConnection:
+    return connect(
+        f"ws://{server}/ws/sessions/{session.pk}/stream/?cursor=0",
+        open_timeout=10,
+        close_timeout=5,
+        proxy=None,
+        additional_headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def test_a_cli_profile_watching_many_sessions_moves_nothing_and_every_socket_stays_open(
+    server, cast, api_as, token_for
+):
+    """A fleet watcher (one token, ten sockets on each of two sessions) streams them all; only the profile's
+    commands bind it, so its binding stays on the session it used, and no socket is closed for binding."""
+    used, watched = two_sessions(cast)
+    token = token_for(cast.owner)
+    profile = APIClient()
+    profile.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert bind(profile, used).status_code == 200  # the profile's command used this session
+    sockets = [token_socket(server, token, s) for s in (used, watched) for _ in range(10)]
+    try:
+        for ws in sockets:
+            assert next_frame(ws, "heartbeat")  # open and served, not closed with 1011
+    finally:
+        for ws in sockets:
+            ws.close()
+    assert bound_to(used, "cli") and not bound_to(watched, "cli")
+    assert IngressBinding.objects.filter(channel="cli", active=True).count() == 1
