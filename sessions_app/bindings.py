@@ -3,7 +3,8 @@ session"; "Migration: ... cutover, rollback").
 
 A browser session (the drawer) and a CLI profile (its personal token) bind to the session they use as they
 use it: the drawer when its stream socket opens, the CLI before each command that uses a session
-(``POST /api/v1/sessions/{id}/bind/``) and when its stream socket opens. Each holds at most one binding,
+(``POST /api/v1/sessions/{id}/bind/``); a CLI profile's stream sockets only follow the binding its commands
+made, so one profile watching many sessions moves nothing. Each holds at most one binding,
 which lapses ``TESS_CLIENT_BINDING_SECONDS`` after its last use, so a cutover moves only clients still using
 the session. The reference is derived from the credential, never given by the client: ``token:<id>`` for a
 token, a hash of the browser's session key for a browser (the key itself is a credential).
@@ -74,14 +75,17 @@ def _moved_from(binding: IngressBinding, session_id: uuid.UUID) -> SessionMigrat
 
 
 def client_binding_on(*, scope: Scope, session_id: uuid.UUID, ref: str) -> ClientBinding | None:
-    """The caller's live binding, if it is on ``session_id`` (read only: a socket of a CLI profile follows the
-    binding its commands made, and watching a session does not move it)."""
+    """The caller's live binding, if it is on ``session_id`` or a cutover moved it from there (read only: a
+    socket of a CLI profile follows the binding its commands made, and watching a session does not move it).
+    A binding moved before the socket looked is still returned, so the socket can say where it went."""
     channel = CLIENT_CHANNELS[scope.channel]
     now = timezone.now()
     current = IngressBinding.objects.filter(channel=channel, external_ref=ref, active=True).order_by("pk").first()
-    if current is None or not _live(current, now) or current.session_id != session_id:
+    if current is None or not _live(current, now):
         return None
-    return ClientBinding(binding_id=current.pk, session_id=session_id, expires_at=current.expires_at or now)
+    if current.session_id != session_id and _moved_from(current, session_id) is None:
+        return None
+    return ClientBinding(binding_id=current.pk, session_id=current.session_id, expires_at=current.expires_at or now)
 
 
 def client_bind(*, scope: Scope, session_id: object, ref: str) -> ClientBinding:

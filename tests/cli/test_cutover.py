@@ -4,6 +4,7 @@ where it now points, on its next command or at once while it streams."""
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,15 +45,22 @@ def cut_over(cast: Any, source: Session, target: Session) -> int:
     return cutover.session_cutover(scope=scope_of(cast.owner, cast.acme), session_id=source.pk, target_id=target.pk).pk
 
 
-def read_until(process: subprocess.Popen[str], text: str) -> list[str]:
+def read_until(process: subprocess.Popen[str], text: str, *, timeout: float = 60) -> list[str]:
+    """The stream's lines up to the one with ``text``; the stream is killed (and the test fails) after
+    ``timeout`` seconds without it."""
     assert process.stdout is not None
     lines: list[str] = []
-    while not lines or text not in lines[-1]:
-        line = process.stdout.readline()
-        assert line, (
-            f"the stream ended before {text!r}: {lines}; stderr: {process.stderr.read() if process.stderr else ''}"
-        )
-        lines.append(line)
+    deadline = threading.Timer(timeout, process.kill)
+    deadline.start()
+    try:
+        while not lines or text not in lines[-1]:
+            line = process.stdout.readline()
+            assert line, (
+                f"the stream ended before {text!r}: {lines}; stderr: {process.stderr.read() if process.stderr else ''}"
+            )
+            lines.append(line)
+    finally:
+        deadline.cancel()
     return lines
 
 

@@ -218,3 +218,20 @@ def test_a_cli_profile_watching_many_sessions_moves_nothing_and_every_socket_sta
             ws.close()
     assert bound_to(used, "cli") and not bound_to(watched, "cli")
     assert IngressBinding.objects.filter(channel="cli", active=True).count() == 1
+
+
+def test_a_cli_socket_opened_after_the_cutover_of_its_profile_is_told_where_it_went(server, cast, api_as, token_for):
+    """``tess stream`` binds over HTTP, then opens its socket: a cutover in between still reaches the socket."""
+    source, target = two_sessions(cast)
+    token = token_for(cast.owner)
+    profile = APIClient()
+    profile.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert bind(profile, source).status_code == 200
+    moved = cut_over(api_as(cast.owner), source, target)
+    assert moved.status_code == 201, moved.content
+
+    with token_socket(server, token, source) as ws:
+        frame = next_frame(ws, "binding.moved")
+    assert frame["body"]["from"] == str(source.pk) and frame["body"]["to"] == str(target.pk)
+    assert frame["body"]["migration"] == moved.json()["id"]
+    assert bound_to(target, "cli") and not bound_to(source, "cli")  # watching moved nothing back
