@@ -711,18 +711,21 @@ def _memory_card(scope: Scope, session: Session, intent: Intent, result: TurnRes
     result.reply = f"I parked a card to {what}. Nothing changes until you confirm it."
 
 
+def _approval_entry(approval: Approval) -> dict[str, str]:
+    """An approval the turn asked for, as the turn's result lists it."""
+    return {
+        "id": str(approval.id),
+        "action": approval.action,
+        "status": approval.status,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+
+
 def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> None:
     # The same service as POST .../terminate/: owner or tenant admin only, exactly this runtime in the
     # approval's parameters, and the requester's pending approval reused rather than duplicated.
     approval = session_terminate(scope=scope, session_id=session.pk)
-    result.approvals.append(
-        {
-            "id": str(approval.id),
-            "action": approval.action,
-            "status": approval.status,
-            "expires_at": approval.expires_at.isoformat(),
-        }
-    )
+    result.approvals.append(_approval_entry(approval))
     result.reply = (
         f"Terminating this session needs an approver's decision. I asked for approval {approval.id}; it expires "
         f"at {approval.expires_at:%H:%M} UTC. Nothing happens until an approver approves."
@@ -731,14 +734,7 @@ def _terminate_request(scope: Scope, session: Session, result: TurnResult) -> No
 
 def _over_budget(scope: Scope, session: Session, budget: Budget, text: str, result: TurnResult) -> None:
     approval = over_budget_request(scope=scope, session=session, budget=budget, kind="turn", text=text)
-    result.approvals.append(
-        {
-            "id": str(approval.id),
-            "action": approval.action,
-            "status": approval.status,
-            "expires_at": approval.expires_at.isoformat(),
-        }
-    )
+    result.approvals.append(_approval_entry(approval))
     result.reply = (
         f"Budget {budget.name} has reached its limit, so this turn needs an approver's decision. I asked for "
         f"approval {approval.id}; it expires at {approval.expires_at:%H:%M} UTC. Nothing was sent to the model; "
@@ -753,14 +749,7 @@ def _tool_request(scope: Scope, session: Session, intent: Intent, result: TurnRe
         raise invocation.error
     assert invocation.approval is not None
     approval = invocation.approval
-    result.approvals.append(
-        {
-            "id": str(approval.id),
-            "action": approval.action,
-            "status": approval.status,
-            "expires_at": approval.expires_at.isoformat(),
-        }
-    )
+    result.approvals.append(_approval_entry(approval))
     result.reply = (
         f"{intent.action} needs an approver's decision. I asked for approval {approval.id}; it expires at "
         f"{approval.expires_at:%H:%M} UTC. Nothing happens until an approver approves."

@@ -24,9 +24,10 @@ from tess_site.terminal_text import plain_lines
 
 from . import selectors
 from .budgets import figure
-from .models import Budget, InboxItem, Session, SessionStatus
+from .inbox_input import input_queue
+from .models import Budget, Session, SessionStatus
 from .terminate import SessionNotRunning
-from .wakeups import DELIVER_INBOX_ITEM, RUN_APPROVED_TURN, wake_on_commit
+from .wakeups import RUN_APPROVED_TURN, wake_on_commit
 
 ACTION = "session.over_budget"
 KINDS = ("turn", "message")
@@ -77,24 +78,16 @@ def execute_over_budget(scope: Scope, approval: Approval) -> dict[str, Any]:
     if parameters["kind"] == "turn":
         wake_on_commit(RUN_APPROVED_TURN, str(approval.pk))
         return {"session_id": str(session.pk), "turn": "queued"}
-    item = InboxItem.objects.create(
-        session=session,
+    item = input_queue(
+        scope,
+        session,
         created_by_id=approval.requester_id,
         channel=approval.channel,
-        correlation_id=approval.correlation_id[:64],
+        correlation_id=approval.correlation_id,
         text=str(parameters["text"]),
         keys=bool(parameters.get("keys")),
-        provider_key=uuid.uuid4().hex,
+        metadata={"approval_id": str(approval.pk)},
     )
-    record_audit(
-        scope,
-        action="session.message",
-        target_type="session",
-        target_id=str(session.pk),
-        outcome="queued",
-        metadata={"inbox_id": item.pk, "chars": len(item.text), "keys": item.keys, "approval_id": str(approval.pk)},
-    )
-    wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
     return {"session_id": str(session.pk), "inbox_id": item.pk}
 
 

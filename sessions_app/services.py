@@ -51,6 +51,7 @@ from tess_site.scope import Channel, Role, Scope
 from . import agent_state, events, selectors, stream
 from .budgets import budget_blocking
 from .checkpoints import checkpoint_record, stream_resume
+from .inbox_input import input_queue
 from .inbox_source import announce_waiting
 from .journal import event_append, events_append
 from .lifecycle import capture_on_commit, ended_text
@@ -347,25 +348,15 @@ def message_enqueue(*, scope: Scope, session_id: object, text: str, keys: bool =
         return over_budget_request(scope=scope, session=session, budget=over, kind="message", text=text, keys=keys)
     with transaction.atomic():
         RuntimeAttachment.objects.filter(pk=attachment.pk).update(last_activity_at=timezone.now())
-        item = InboxItem.objects.create(
-            session=session,
-            created_by=scope.actor,
+        return input_queue(
+            scope,
+            session,
+            created_by_id=scope.actor.pk,
             channel=scope.channel.value,
-            correlation_id=scope.correlation_id[:64],
+            correlation_id=scope.correlation_id,
             text=text,
             keys=keys,
-            provider_key=uuid.uuid4().hex,
         )
-        record_audit(
-            scope,
-            action="session.message",
-            target_type="session",
-            target_id=str(session.pk),
-            outcome="queued",
-            metadata={"inbox_id": item.pk, "chars": len(text), "keys": keys},
-        )
-    wake_on_commit(DELIVER_INBOX_ITEM, item.pk)
-    return item
 
 
 def inbox_deliver(*, item_id: int, worker: str, retry_in_seconds: int = 5) -> bool:
