@@ -14,7 +14,8 @@ from sessions_app.models import SessionEvent, TurnRun
 from tests.cli.conftest import Live
 from tests.factories import SessionFactory
 from tests.providers_app.chat_standin import ChatStandIn
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.sessions_app.answering import answering_daphne
+from tests.tess_site.children import Child
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -30,23 +31,8 @@ WHOLE = f"stand-in answer to: {TEXT}"
 @pytest.fixture(scope="module")
 def live(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator[Live]:
     """daphne answering turns with the dripping stand-in as its model."""
-    DRIP.start()
-    port = free_port()
-    env = child_env(
-        TESS_MODEL_ADAPTER="openai_compatible",
-        TESS_MODEL="drip",
-        TESS_MODEL_BASE_URL=DRIP.base_url,
-        TESS_MODEL_API_KEY="not-a-real-key",
-        TESS_MODEL_TIMEOUT_SECONDS="30",
-    )
-    cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"]
-    child = start_child("daphne-answering", cmd, env)
-    try:
-        if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30) or not child.alive():
-            pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
+    with answering_daphne(start_child, DRIP) as (port, child):
         yield Live(port=port, child=child)
-    finally:
-        DRIP.stop()
 
 
 class Reader:

@@ -25,8 +25,9 @@ from tess_site.audit.models import AuditEvent
 from tess_site.scope import Channel
 from tests.conftest import scope_of
 from tests.providers_app.chat_standin import ChatStandIn
+from tests.sessions_app.answering import answering_daphne
 from tests.sessions_app.test_stream_websocket import _bearer, _open
-from tests.tess_site.children import VENV_BIN, Child, child_env, free_port, serves_healthz
+from tests.tess_site.children import Child
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -39,26 +40,8 @@ WHOLE = f"stand-in answer to: {TEXT}"
 @pytest.fixture(scope="module")
 def answering_server(django_db_setup: None, start_child: Callable[..., Child]) -> Iterator[str]:
     """daphne answering turns itself with the dripping stand-in as its model."""
-    DRIP.start()
-    port = free_port()
-    env = child_env(
-        TESS_MODEL_ADAPTER="openai_compatible",
-        TESS_MODEL="drip",
-        TESS_MODEL_BASE_URL=DRIP.base_url,
-        TESS_MODEL_API_KEY="not-a-real-key",
-        TESS_MODEL_TIMEOUT_SECONDS="30",
-    )
-    child = start_child(
-        "daphne-answering",
-        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "tess_site.asgi:application"],
-        env,
-    )
-    try:
-        if not wait_for(lambda: not child.alive() or serves_healthz(port), timeout=30):
-            pytest.fail(f"daphne did not answer on port {port}:\n{child.output()}")
+    with answering_daphne(start_child, DRIP, timeout_seconds=30) as (port, _child):
         yield f"127.0.0.1:{port}"
-    finally:
-        DRIP.stop()
 
 
 def _session(cast: Any) -> Session:
