@@ -520,7 +520,6 @@ class Budget(models.Model):
                 name="budget_currency_only_for_cost",
             ),
         ]
-        indexes = [models.Index(fields=["tenant"])]
 
     def __str__(self) -> str:
         return self.name
