@@ -66,7 +66,21 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
         WEBSOCKET_CONNECTS.labels(consumer=self._metrics_label).inc()
         WEBSOCKET_OPEN.labels(consumer=self._metrics_label).inc()
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """A handler that fails ends this socket (the server closes it, and no disconnect message follows):
+        it no longer counts as open. A client that leaves while ``on_connect`` still sends is one such end."""
+        try:
+            await super().dispatch(message)
+        except Exception:
+            await self._ended()
+            raise
+
     async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        await self._ended()
+        await super().websocket_disconnect(message)
+
+    async def _ended(self) -> None:
+        """Stop the re-check ticker and count the socket closed, once, however it ended."""
         ticker, self._ticker = self._ticker, None
         if ticker is not None and ticker is not asyncio.current_task():
             ticker.cancel()
@@ -77,7 +91,6 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
             self._metrics_label = None
             WEBSOCKET_DISCONNECTS.labels(consumer=label).inc()
             WEBSOCKET_OPEN.labels(consumer=label).dec()
-        await super().websocket_disconnect(message)
 
     def _derive_scope(self) -> Scope | None:
         session = self.scope.get("session")

@@ -19,6 +19,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from approvals_app.consumers import MeConsumer
 from approvals_app.decisions import approval_decide
 from approvals_app.models import Approval
 from providers_app.health import check_provider_heartbeats
@@ -253,6 +254,36 @@ async def test_websocket_connects_and_disconnects_move_the_counters_and_the_open
     assert value(after, "tess_websocket_disconnects_total", **me) == (
         value(before, "tess_websocket_disconnects_total", **me) + 1
     )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_whose_client_left_while_it_was_still_sending_is_not_counted_open(
+    cast, token_for, connections_closed_after_use, monkeypatch
+):
+    """daphne raises on a send to a client that has gone; the consumer ends there, with no disconnect
+    message after it, and must not stay in the open gauge."""
+    send_event = MeConsumer.send_event
+
+    async def gone_after_hello(self: MeConsumer, kind: str, body: Any) -> None:
+        if kind != "hello":
+            raise RuntimeError("Attempt to send on a closed protocol")
+        await send_event(self, kind, body)
+
+    monkeypatch.setattr(MeConsumer, "send_event", gone_after_hello)
+    token = await in_thread(token_for)(cast.owner)
+    before = await in_thread(scrape)()
+    communicator = WebsocketCommunicator(application, "/ws/me/", headers=_bearer(token))
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected
+    assert (await communicator.receive_json_from(timeout=10))["kind"] == "hello"
+    with pytest.raises(RuntimeError, match="closed protocol"):
+        await communicator.wait(timeout=10)
+    after = await in_thread(scrape)()
+
+    me = {"consumer": "MeConsumer"}
+    connects = "tess_websocket_connects_total"
+    assert value(after, connects, **me) == value(before, connects, **me) + 1
+    assert value(after, "tess_websocket_open", **me) == value(before, "tess_websocket_open", **me)
 
 
 @pytest.mark.django_db(transaction=True)
