@@ -46,6 +46,7 @@ class RpcProcess:
         self._waiting: dict[str, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._ended = False  # stdout has ended: no response will come
         self.last_event_at: float | None = None
         self.last_used_at = time.monotonic()  # the last command Tess sent (or the start)
         try:
@@ -82,7 +83,8 @@ class RpcProcess:
             while (end := buffer.find(b"\n")) >= 0:
                 line, buffer = buffer[:end], buffer[end + 1 :]
                 self._dispatch(line.removesuffix(b"\r"))
-        with self._lock:  # the process is gone: wake every waiter, empty-handed
+        with self._lock:  # the process is gone: wake every waiter, empty-handed, and refuse later ones
+            self._ended = True
             for event, _ in self._waiting.values():
                 event.set()
         if self._on_event is not None:
@@ -113,6 +115,8 @@ class RpcProcess:
         self.last_used_at = time.monotonic()
         event, box = threading.Event(), list[dict[str, Any]]()
         with self._lock:
+            if self._ended:  # pi has already gone: do not wait out the timeout for an answer
+                raise ProviderUnavailable("The pi process is gone.")
             self._waiting[request_id] = (event, box)
         line = json.dumps({**command, "id": request_id}, ensure_ascii=True).encode() + b"\n"
         try:

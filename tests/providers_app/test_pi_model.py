@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from providers_app.contract import ProviderUnavailable
 from providers_app.model_adapters import (
     ModelError,
     ModelReply,
@@ -28,6 +29,7 @@ from providers_app.model_adapters import (
     registered_model_adapters,
 )
 from providers_app.pi_model import _KEPT, KEY_ENV, PiModelAdapter, pi_conversation_reset, pi_processes_close
+from providers_app.pi_rpc import RpcProcess
 from tests.conftest import require_or_skip
 from tests.providers_app.chat_standin import ChatStandIn, _text, running_chat_standin, usage_of
 from tests.waiting import wait_for
@@ -479,6 +481,21 @@ def test_a_missing_pi_is_model_unavailable(tmp_path, chat_standin):
     adapter = adapter_for(chat_standin, tmp_path, tmp_path / "no-pi-here")
     with pytest.raises(ModelUnavailable):
         adapter.complete(request_for(str(uuid.uuid4()), "hello"))
+
+
+def test_a_command_to_a_pi_whose_output_has_ended_fails_at_once_not_at_the_timeout(tmp_path):
+    """The reader saw pi's stdout end before the command was sent: nothing will answer it, so it is refused
+    as gone at once rather than waited on until the timeout says pi "did not answer in time"."""
+    # A pi that has closed its stdout but still runs: its stdin takes the command, and nothing will answer.
+    process = RpcProcess(["sh", "-c", "exec >&-; sleep 30"], cwd=str(tmp_path), env={}, timeout=20)
+    try:
+        process._reader.join(timeout=30)
+        assert not process._reader.is_alive()
+        with pytest.raises(ProviderUnavailable, match="gone"):
+            process.request({"type": "get_state"})
+    finally:
+        process.process.kill()
+        process.process.wait(timeout=10)
 
 
 def test_a_pi_that_dies_mid_turn_is_model_unavailable(tmp_path, chat_standin):
