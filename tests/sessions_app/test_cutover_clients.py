@@ -83,15 +83,20 @@ def logged_in(user: Any) -> str:
     return browser.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-def browser_socket(server: str, cookie: str, session: Session) -> ClientConnection:
+def stream_socket(server: str, session: Session, headers: dict[str, str], origin: Origin | None) -> ClientConnection:
     return connect(
         f"ws://{server}/ws/sessions/{session.pk}/stream/?cursor=0",
         open_timeout=10,
         close_timeout=5,
         proxy=None,
-        origin=Origin(f"http://{server}"),
-        additional_headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"},
+        origin=origin,
+        additional_headers=headers,
     )
+
+
+def browser_socket(server: str, cookie: str, session: Session) -> ClientConnection:
+    cookies = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"}
+    return stream_socket(server, session, cookies, Origin(f"http://{server}"))
 
 
 def next_frame(ws: ClientConnection, kind: str) -> dict[str, Any]:
@@ -190,13 +195,7 @@ def test_nobody_binds_to_a_session_they_cannot_read(cast, api_as):
 
 
 def token_socket(server: str, token: str, session: Session) -> ClientConnection:
-    return connect(
-        f"ws://{server}/ws/sessions/{session.pk}/stream/?cursor=0",
-        open_timeout=10,
-        close_timeout=5,
-        proxy=None,
-        additional_headers={"Authorization": f"Bearer {token}"},
-    )
+    return stream_socket(server, session, {"Authorization": f"Bearer {token}"}, None)
 
 
 def test_a_cli_profile_watching_many_sessions_moves_nothing_and_every_socket_stays_open(
