@@ -52,8 +52,11 @@ def run() -> list[Row]:
             subscribers_per_session=SUBSCRIBERS_PER_SESSION,
             sends="push",
         )
+        # Every worker's first requests, first-request imports and pooled connections, before measuring: the
+        # turn servers' as well, which serve only turns (their warm-up turns are in the subscribers' backlog).
         warm = dataclasses.replace(config, seconds=min(3.0, SECONDS), subscribers_per_session=0)
-        asyncio.run(run_load(warm))  # every worker's first requests and pooled connections, before measuring
+        for sends in ("push", "turn"):
+            asyncio.run(run_load(dataclasses.replace(warm, sends=sends)))
         posts = asyncio.run(run_load(config))
         turns = asyncio.run(run_load(dataclasses.replace(config, sends="turn")))
     problems = stream_problems(turns)

@@ -22,10 +22,20 @@ def lock_key(*, tenant_id: int, operator_id: int, category: Category) -> int:
 
 
 def lock_categories(*, tenant_id: int, operator_id: int, categories: Iterable[Category]) -> None:
-    """Take the locks of ``categories`` for one operator, always in ``LOCK_ORDER``.
+    """Take the locks of ``categories`` for one operator, always in ``LOCK_ORDER``, for writing.
 
     Call inside ``transaction.atomic()``; the locks are held until that transaction ends.
     """
+    _lock(tenant_id, operator_id, categories, "pg_advisory_xact_lock")
+
+
+def lock_categories_to_read(*, tenant_id: int, operator_id: int, categories: Iterable[Category]) -> None:
+    """The same locks, shared: for a reader that must not see a write half done. It waits for a writer and
+    makes writers wait, but never waits for another reader (an operator's inspections run side by side)."""
+    _lock(tenant_id, operator_id, categories, "pg_advisory_xact_lock_shared")
+
+
+def _lock(tenant_id: int, operator_id: int, categories: Iterable[Category], function: str) -> None:
     if not connection.in_atomic_block:
         raise RuntimeError("memory locks are transaction-level: call inside transaction.atomic()")
     wanted = set(categories)
@@ -37,7 +47,7 @@ def lock_categories(*, tenant_id: int, operator_id: int, categories: Iterable[Ca
         ]
         if keys:
             # One round trip; PostgreSQL evaluates a target list left to right, so the order holds.
-            calls = ", ".join("pg_advisory_xact_lock(%s)" for _ in keys)
+            calls = ", ".join(f"{function}(%s)" for _ in keys)
             with connection.cursor() as cursor:
                 cursor.execute(f"SELECT {calls}", keys)
     elif connection.vendor == "sqlite":

@@ -1,7 +1,8 @@
 """Reads of operator memory: always the scope's own operator, validated, with loud failures.
 
-Inspection (``memory_snapshot``) never advances last use (seed 002) and takes the writers' locks, so a
-correction can never be seen half done. Only ``recall.recall_for_prompt`` moves ``last_used_at``.
+Inspection (``memory_snapshot``) never advances last use (seed 002) and takes the writers' locks shared, so
+a correction can never be seen half done, and an operator's inspections never wait for each other. Only
+``recall.recall_for_prompt`` moves ``last_used_at``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tess_site.refs import parse_ref
 from tess_site.scope import Scope
 
 from .errors import loud
-from .locks import lock_categories
+from .locks import lock_categories_to_read
 from .models import OperatorMemory, OperatorMemoryHistory
 from .policy import (
     MAX_VALUE_CHARS,
@@ -120,15 +121,15 @@ class Snapshot:
 def memory_snapshot(*, scope: Scope) -> Snapshot:
     """The scope operator's own memory for inspection; nothing when memory is not served (nothing is read).
 
-    Takes the writers' per-category locks before reading current and historical rows, so it never shows a
-    correction half applied. Leaves ``last_used_at`` untouched.
+    Takes the writers' per-category locks (shared) before reading current and historical rows, so it never
+    shows a correction half applied. Leaves ``last_used_at`` untouched.
     """
     if not memory_served(scope):
         return Snapshot(memory_scope="session", served=False)
     assert scope.actor is not None
     owner = {"tenant_id": scope.tenant.pk, "operator_id": scope.actor.pk}
     with transaction.atomic():
-        lock_categories(**owner, categories=list(Category))
+        lock_categories_to_read(**owner, categories=list(Category))
         rows = list(current_rows(**owner).order_by("category", "slot"))
         history = list(history_rows(**owner).order_by("category", "slot", "-revision"))
     snapshot = Snapshot(memory_scope="profile", served=True)

@@ -204,7 +204,7 @@ def turn_handle(
     # Step 1: accept the turn (access, intent) and record it as running, in a short transaction.
     with transaction.atomic():
         commit_without_flush_wait()  # it marks the turn running; step 3's commit waits for both (transactions)
-        session, had_turn, abandoned = selectors.access_session_for_turn(
+        session, had_turn, abandoned, budgeted = selectors.access_session_for_turn(
             scope=scope, session_id=session_id, stale_before=stale
         )
         scope = scope.for_session(str(session.pk))
@@ -212,7 +212,8 @@ def turn_handle(
         intent = classify(text)
         result = TurnResult(turn_id=uuid.uuid4().hex, session_id=str(session.pk), intent=intent.cls)
         answering = intent.cls in ANSWERED
-        admission = _admit(session, actor.pk) if answering and not over_budget_approved else Admission()
+        admit = answering and budgeted and not over_budget_approved  # a tenant with no budget admits every turn
+        admission = _admit(session, actor.pk) if admit else Admission()
         if admission.blocked_by is not None:
             result.over_budget, answering = admission.blocked_by, False
         TurnRun.objects.create(

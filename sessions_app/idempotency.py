@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -140,10 +140,16 @@ _TAKE_POSTGRES = f"""
 """  # noqa: S608 (the table name is the model's)
 
 
+class Taken(NamedTuple):
+    held: bool  # the key's lock (PostgreSQL) is held by this transaction
+    record_id: int | None  # the new record, or ``None`` if the key had one already
+    created_at: datetime  # what the new record was written with
+
+
 def _take(
     scope: Scope, key: str, fingerprint: str, *, state: str, status_code: int | None = None, body: Any = None
-) -> tuple[bool, int | None]:
-    """Insert the key's record in the caller's transaction: (lock held, new record id or ``None``)."""
+) -> Taken:
+    """Insert the key's record in the caller's transaction."""
     assert scope.actor is not None, "idempotency keys belong to a person"
     if connection.vendor != "postgresql":
         # The embedded SQLite: every write transaction is immediate, so writers are serialized anyway.
@@ -155,8 +161,9 @@ def _take(
             with transaction.atomic():
                 record.save(force_insert=True)
         except IntegrityError:
-            return True, None
-        return True, record.pk
+            return Taken(True, None, record.created_at)
+        return Taken(True, record.pk, record.created_at)
+    now = timezone.now()
     values = [
         _lock_key(scope, key),
         scope.tenant.pk,
@@ -166,19 +173,25 @@ def _take(
         state,
         status_code,
         _BODY.get_db_prep_save(body, connection),
-        timezone.now(),
+        now,
     ]
     with hot_cursor() as cursor:
         cursor.execute(_TAKE_POSTGRES, values)
         held, record_id = cursor.fetchone()
-    return bool(held), record_id
+    return Taken(bool(held), record_id, now)
 
 
-def _begin(scope: Scope, key: str, fingerprint: str) -> tuple[int | None, Response | None]:
+class Begun(NamedTuple):
+    record_id: int | None  # the record this request holds in flight, or ``None`` with a replay
+    claimed_at: datetime | None  # when it was taken (a takeover rewrites it): the finish checks it is still so
+    replay: Response | None  # the answer of an earlier request with the key
+
+
+def _begin(scope: Scope, key: str, fingerprint: str) -> Begun:
     """Inside the request's transaction: take the key (in flight), or answer from an earlier request with it."""
-    held, record_id = _take(scope, key, fingerprint, state=IdempotencyState.IN_FLIGHT)
+    held, record_id, created_at = _take(scope, key, fingerprint, state=IdempotencyState.IN_FLIGHT)
     if record_id is not None:
-        return record_id, None
+        return Begun(record_id, created_at, None)
     found = IdempotencyRecord.objects.filter(tenant=scope.tenant, actor=scope.actor, key=key).first()
     if found is None:
         if not held:  # another request holds the key and has not committed yet
@@ -187,14 +200,14 @@ def _begin(scope: Scope, key: str, fingerprint: str) -> tuple[int | None, Respon
     if found.fingerprint != fingerprint:
         raise IdempotencyKeyReused()
     if found.state == IdempotencyState.DONE:
-        return None, _replay(found)
-    stale = timezone.now() - timedelta(seconds=settings.TESS_IDEMPOTENCY_LOCK_SECONDS)
-    if held and found.created_at < stale:
+        return Begun(None, None, _replay(found))
+    now = timezone.now()
+    if held and found.created_at < now - timedelta(seconds=settings.TESS_IDEMPOTENCY_LOCK_SECONDS):
         taken = IdempotencyRecord.objects.filter(
             pk=found.pk, state=IdempotencyState.IN_FLIGHT, created_at=found.created_at
-        ).update(created_at=timezone.now())
+        ).update(created_at=now)
         if taken == 1:
-            return found.pk, None
+            return Begun(found.pk, now, None)
     raise IdempotencyInFlight()
 
 
@@ -239,7 +252,7 @@ def idempotent(method: Handler) -> Handler:
         taken = False
         try:
             with transaction.atomic():
-                record_id, replay = _begin(scope, key, fingerprint)
+                record_id, _, replay = _begin(scope, key, fingerprint)
                 if replay is not None:
                     return replay
                 assert record_id is not None
@@ -316,11 +329,10 @@ def idempotent_in_steps(method: Handler) -> Handler:
         fingerprint = request_fingerprint(request._request)
         with transaction.atomic():
             commit_without_flush_wait()  # a mark of a request in flight (tess_site.transactions)
-            record_id, replay = _begin(scope, key, fingerprint)
+            record_id, claimed_at, replay = _begin(scope, key, fingerprint)
             if replay is not None:
                 return replay
-            assert record_id is not None
-            claimed_at = IdempotencyRecord.objects.filter(pk=record_id).values_list("created_at", flat=True).get()
+            assert record_id is not None and claimed_at is not None
         hold = KeyHold(record_id=record_id, claimed_at=claimed_at)
         view.idempotency = hold
         connection_release()

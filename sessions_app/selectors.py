@@ -23,6 +23,7 @@ from tess_site.scope import Role, Scope
 
 from .models import (
     AttachMode,
+    Budget,
     ConversationSummary,
     RuntimeAttachment,
     Session,
@@ -84,7 +85,8 @@ def access_session(*, scope: Scope, session_id: object) -> Session:
 _TURN_SESSION = f"""
     SELECT {rows.columns(Session, "s")},
            EXISTS (SELECT 1 FROM {SessionEvent._meta.db_table} e WHERE e.session_id = s.id AND e.kind = %s),
-           EXISTS (SELECT 1 FROM {TurnRun._meta.db_table} t WHERE t.started_at < %s)
+           EXISTS (SELECT 1 FROM {TurnRun._meta.db_table} t WHERE t.started_at < %s),
+           EXISTS (SELECT 1 FROM {Budget._meta.db_table} b WHERE b.tenant_id = s.tenant_id)
       FROM {Session._meta.db_table} s
      WHERE s.tenant_id = %s AND s.id = %s
 """  # noqa: S608 (table and column names are the models')
@@ -94,23 +96,28 @@ class TurnSession(NamedTuple):
     session: Session
     had_turn: bool  # the session has had a turn before
     abandoned: bool  # some turn anywhere started before ``stale_before`` and is still running
+    budgeted: bool  # the session's tenant has a budget of any kind: a model turn must be admitted (budgets)
 
 
 def access_session_for_turn(*, scope: Scope, session_id: object, stale_before: datetime) -> TurnSession:
-    """``access_session`` for the gateway, with whether the session has had a turn yet and whether any turn
-    is running since before ``stale_before``: one query, written as SQL on PostgreSQL because every turn makes
-    it (bench/b_turns.py)."""
+    """``access_session`` for the gateway, with whether the session has had a turn yet, whether any turn is
+    running since before ``stale_before`` and whether its tenant has budgets: one query, written as SQL on
+    PostgreSQL because every turn makes it (bench/b_turns.py)."""
     pk = _parse_id(session_id)
     if connection.vendor != "postgresql":
         turns = SessionEvent.objects.filter(session=OuterRef("pk"), kind=EventKind.TURN_IN)
         found = Session.objects.annotate(had_turn=Exists(turns)).filter(tenant=scope.tenant, pk=pk).order_by().first()
         abandoned = TurnRun.objects.filter(started_at__lt=stale_before).exists()
-        return TurnSession(_visible(scope, found, pk), bool(getattr(found, "had_turn", False)), abandoned)
+        budgeted = Budget.objects.filter(tenant=scope.tenant).exists()
+        had_turn = bool(getattr(found, "had_turn", False))
+        return TurnSession(_visible(scope, found, pk), had_turn, abandoned, budgeted)
     with rows.hot_cursor() as cursor:
         cursor.execute(_TURN_SESSION, [EventKind.TURN_IN.value, stale_before, scope.tenant.pk, pk])
         row = cursor.fetchone()
-    session = rows.instance(Session, row[:-2]) if row is not None else None
-    return TurnSession(_visible(scope, session, pk), bool(row is not None and row[-2]), bool(row and row[-1]))
+    if row is None:
+        raise NotFound("No such session.")
+    *columns, had_turn, abandoned, budgeted = row
+    return TurnSession(_visible(scope, rows.instance(Session, columns), pk), had_turn, abandoned, budgeted)
 
 
 def _visible(scope: Scope, session: Session | None, pk: uuid.UUID) -> Session:

@@ -14,6 +14,7 @@ from memory_app.models import OperatorMemory, OperatorMemoryHistory
 from memory_app.selectors import memory_snapshot
 from memory_app.services import memory_propose
 from tests.conftest import scope_of
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -114,3 +115,63 @@ def test_inspection_during_corrections_never_sees_a_half_applied_correction(cast
     results = in_parallel([*writers, *[inspect for _ in range(10)]])
 
     assert all(r is True for r in results[10:]), results[10:]
+
+
+def test_inspections_wait_for_no_other_inspection_but_a_writer_waits_for_them(cast):
+    """An inspection holds the writers' locks shared: a second inspection of the same operator reads at once
+    while the first is still open, and a correction waits (in ``pg_locks``) until both are done."""
+    from django.db import transaction
+
+    from memory_app.locks import lock_categories_to_read
+    from memory_app.policy import Category
+
+    scope = scope_of(cast.owner, cast.acme)
+    remember = {"op": "remember", "category": "preferences", "slot": "s", "value": "v0"}
+    card_confirm(scope=scope, card_id=memory_propose(scope, data=remember).pk)
+    correct = confirm_later(scope, {"op": "correct", "category": "preferences", "slot": "s", "value": "v1"})
+    holding, release = threading.Event(), threading.Event()
+
+    def open_inspection() -> None:
+        try:
+            with transaction.atomic():
+                lock_categories_to_read(tenant_id=cast.acme.pk, operator_id=cast.owner.pk, categories=list(Category))
+                holding.set()
+                release.wait(60)
+        finally:
+            connection.close()
+
+    done: dict[str, Any] = {}
+
+    def run(name: str, call: Callable[[], Any]) -> threading.Thread:
+        def target() -> None:
+            try:
+                done[name] = call()
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    first = threading.Thread(target=open_inspection)
+    first.start()
+    try:
+        assert holding.wait(30)
+        second = run("inspection", lambda: memory_snapshot(scope=scope))
+        second.join(30)
+        assert not second.is_alive() and [r.value for r in done["inspection"].rows] == ["v0"]
+        writer = run("correction", correct)
+
+        def writer_waits() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                return cursor.fetchone()[0] > 0
+
+        wait_for(writer_waits)
+        assert "correction" not in done
+    finally:
+        release.set()
+        first.join(30)
+    writer.join(30)
+    assert done["correction"]["outcome"] == "revised"
+    assert [r.value for r in memory_snapshot(scope=scope).rows] == ["v1"]
