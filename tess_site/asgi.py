@@ -20,11 +20,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals_app.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns as sessions_ws  # noqa: E402
-from tess_site.ws import TessWebsocketAuth  # noqa: E402
+from tess_site.ws import DatabaseUnavailableClose, TessWebsocketAuth  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": TessWebsocketAuth(URLRouter([*approvals_ws, *sessions_ws])),
+        "websocket": DatabaseUnavailableClose(TessWebsocketAuth(URLRouter([*approvals_ws, *sessions_ws]))),
     }
 )

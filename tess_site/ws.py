@@ -7,6 +7,8 @@ Two ways in, never a token in the URL:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -18,10 +20,16 @@ from django.http.request import split_domain_port, validate_host
 
 from tess_site.accounts.authentication import bearer_token
 from tess_site.accounts.services import token_authenticate
+from tess_site.errors import DATABASE_ERRORS
 
 from .context import accept_correlation_id
 
 ASGIApp = Any
+logger = logging.getLogger(__name__)
+
+# RFC 6455's "try again later": the websocket's 503. Clients reconnect after it as after any other close that
+# is not one of Tess's refusals (4401, 4403, 4404).
+CLOSE_TRY_AGAIN_LATER = 1013
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -89,3 +97,38 @@ class TessWebsocketAuth:
         if not origin_allowed(scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.cookie_app(scope, receive, send)
+
+
+class DatabaseUnavailableClose:
+    """A socket that finds the database unavailable (down, restarting, or every pooled connection busy past
+    ``TESS_DB_POOL_TIMEOUT``), at the handshake or later, is closed with 1013 "try again later", as HTTP answers
+    503: not refused with a 500 at the handshake, nor closed with 1011 as if Tess had a bug."""
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        seen: set[str] = set()
+
+        async def receiving() -> Any:
+            message = await receive()
+            seen.add(message["type"])
+            return message
+
+        async def sending(message: dict[str, Any]) -> None:
+            seen.add(message["type"])
+            await send(message)
+
+        try:
+            return await self.inner(scope, receiving, sending)
+        except DATABASE_ERRORS as exc:
+            if seen & {"websocket.close", "websocket.disconnect"}:
+                return None  # already ended: nothing to tell the client
+            logger.warning("websocket %s closed 1013: the database is unavailable (%s)", scope.get("path"), exc)
+            with contextlib.suppress(Exception):  # the client may have gone meanwhile
+                if "websocket.connect" not in seen:
+                    await receiving()  # the handshake request, which a consumer reads before it answers
+                if "websocket.accept" not in seen:
+                    await send({"type": "websocket.accept"})  # a close code reaches the client only after it
+                await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
+            return None
