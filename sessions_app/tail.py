@@ -113,23 +113,37 @@ async def frames_after(
     cached = tail.after(cursor, known)
     if cached is not None:
         return cached
-    if tail.frames and cursor + 1 < tail.frames[0][0]:
+    if _behind(tail, cursor):
         return await _read(session_id, cursor)  # behind the window: read alone, leave the cache alone
     async with tail.lock:
-        cached = tail.after(cursor, known)  # another consumer may have read while this one waited
+        # Another consumer may have read while this one waited: its rows may serve, or may have moved the
+        # window past this cursor (a read from far ahead replaces the cache; a long one trims it).
+        cached = tail.after(cursor, known)
         if cached is not None:
             return cached
-        # Read on from the end of the cache, or from the cursor when it is past that end (a batch read from
-        # the cache's end would otherwise stop short of the cursor and look like the end of the stream).
-        start = tail.frames[-1][0] if tail.frames and tail.frames[-1][0] >= cursor else cursor
-        rows = await _read(session_id, start)
-        _redact_cached(tail, rows)
-        tail.read_at = time.monotonic()
-        tail.at_end = len(rows) < BATCH
-        if tail.frames and start == tail.frames[-1][0]:
-            tail.frames.extend(rows)
-        else:
-            tail.frames = rows
-        found = tail.after(cursor, cursor + 1 if tail.frames else None) or []  # before trimming drops cursor + 1
-        del tail.frames[:-KEEP]
-        return found
+        if not _behind(tail, cursor):
+            return await _read_into(tail, session_id, cursor)
+    return await _read(session_id, cursor)
+
+
+def _behind(tail: _Tail, cursor: int) -> bool:
+    """The cache starts after ``cursor + 1``: the frames this consumer needs next are not in it."""
+    return bool(tail.frames) and cursor + 1 < tail.frames[0][0]
+
+
+async def _read_into(tail: _Tail, session_id: uuid.UUID, cursor: int) -> list[tuple[int, str]]:
+    """Under the session's lock: read the next batch into the cache and answer from it."""
+    # Read on from the end of the cache, or from the cursor when it is past that end (a batch read from
+    # the cache's end would otherwise stop short of the cursor and look like the end of the stream).
+    start = tail.frames[-1][0] if tail.frames and tail.frames[-1][0] >= cursor else cursor
+    rows = await _read(session_id, start)
+    _redact_cached(tail, rows)
+    tail.read_at = time.monotonic()
+    tail.at_end = len(rows) < BATCH
+    if tail.frames and start == tail.frames[-1][0]:
+        tail.frames.extend(rows)
+    else:
+        tail.frames = rows
+    found = tail.after(cursor, cursor + 1 if tail.frames else None) or []  # before trimming drops cursor + 1
+    del tail.frames[:-KEEP]
+    return found

@@ -57,3 +57,29 @@ def test_a_fresh_read_that_reached_the_end_is_trusted_for_a_moment(database):
         assert [seq for seq, _ in _run(tail.frames_after(session_id, 10, None))] == [11, 12]
     finally:
         tail.unsubscribe(session_id)
+
+
+def test_a_consumer_the_cache_moved_past_while_it_waited_reads_its_own_batch(database):
+    """Two consumers wait on the session's read lock: the first in line starts past the cache and replaces
+    it with a window far ahead; the second, whose cursor the cache covered when it checked, is now behind
+    that window and must read its own batch, not take "nothing" for the end of the stream and stall."""
+    session_id = uuid.uuid4()
+    database["last"] = 6 * tail.BATCH + 7
+    tail.subscribe(session_id)
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        await tail.frames_after(session_id, 0, None)  # the cache holds 1..BATCH
+        lock = tail._tails[session_id].lock
+        await lock.acquire()
+        ahead = asyncio.create_task(tail.frames_after(session_id, 5 * tail.BATCH, None))
+        behind = asyncio.create_task(tail.frames_after(session_id, 3, None))
+        await asyncio.sleep(0.05)  # both are waiting on the lock, in that order
+        lock.release()
+        return [s for s, _ in await ahead], [s for s, _ in await behind]
+
+    try:
+        ahead, behind = _run(scenario())
+        assert ahead == list(range(5 * tail.BATCH + 1, 6 * tail.BATCH + 1))
+        assert behind == list(range(4, tail.BATCH + 4))
+    finally:
+        tail.unsubscribe(session_id)
