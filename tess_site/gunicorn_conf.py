@@ -33,7 +33,7 @@ threads = env_int("TESS_WEB_THREADS", 48, minimum=1, maximum=256)
 # A turn waits on the model (TESS_MODEL_TIMEOUT_SECONDS, at most 600); the worker must outlive it.
 timeout = env_int("TESS_WEB_TIMEOUT_SECONDS", 660, minimum=30, maximum=3600)
 graceful_timeout = 30
-keepalive = 5
+keepalive = 5  # longer than nginx's upstream keepalive_timeout (deploy/nginx/tess.conf), which closes first
 # As long a request line as nginx passes on (large_client_header_buffers, 8k by default): a search query that
 # reached Tess through the proxy is answered by Tess, not refused by gunicorn's 4 KB default.
 limit_request_line = 8190

@@ -261,3 +261,18 @@ def test_only_the_units_that_serve_requests_keep_a_connection_pool(unit, tmp_pat
     for serving in ("tess-web.service", "tess-turns.service", "tess-ws.service"):
         (tmp_path / serving).mkdir()
         assert "TESS_DB_POOL" not in _unit_env(serving, tmp_path / serving)
+
+
+def test_nginx_closes_an_idle_upstream_connection_before_gunicorn_does():
+    """Otherwise a request nginx sends on a kept connection just as gunicorn closes it fails with 502, and a
+    POST is not sent again: every upstream nginx keeps connections to must time them out sooner."""
+    from tess_site import gunicorn_conf
+
+    conf = (ROOT / "deploy" / "nginx" / "tess.conf").read_text()
+    upstreams = re.findall(r"upstream (\w+) \{(.*?)\}", conf, flags=re.S)
+    kept = {name: body for name, body in upstreams if re.search(r"^\s*keepalive \d+;", body, flags=re.M)}
+    assert set(kept) == {"tess_http", "tess_turns"}
+    for name, body in kept.items():
+        timeout = re.search(r"^\s*keepalive_timeout (\d+)s;", body, flags=re.M)
+        assert timeout is not None, name
+        assert int(timeout.group(1)) < gunicorn_conf.keepalive, name

@@ -231,16 +231,23 @@ def _bearer(token: str) -> list[tuple[bytes, bytes]]:
     return [(b"authorization", f"Bearer {token}".encode())]
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_websocket_connects_and_disconnects_move_the_counters_and_the_open_gauge(
-    cast, token_for, connections_closed_after_use
-):
-    token = await in_thread(token_for)(cast.owner)
+async def me_socket_after_hello(user: Any, token_for: Any) -> tuple[WebsocketCommunicator, str]:
+    """A ``/ws/me/`` socket of ``user`` through the real ASGI application, past its hello, and the metrics
+    scraped just before it opened."""
+    token = await in_thread(token_for)(user)
     before = await in_thread(scrape)()
     communicator = WebsocketCommunicator(application, "/ws/me/", headers=_bearer(token))
     connected, _ = await communicator.connect(timeout=10)
     assert connected
     assert (await communicator.receive_json_from(timeout=10))["kind"] == "hello"
+    return communicator, before
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_connects_and_disconnects_move_the_counters_and_the_open_gauge(
+    cast, token_for, connections_closed_after_use
+):
+    communicator, before = await me_socket_after_hello(cast.owner, token_for)
     during = await in_thread(scrape)()
     await communicator.disconnect()
     after = await in_thread(scrape)()
@@ -270,12 +277,7 @@ async def test_a_socket_whose_client_left_while_it_was_still_sending_is_not_coun
         await send_event(self, kind, body)
 
     monkeypatch.setattr(MeConsumer, "send_event", gone_after_hello)
-    token = await in_thread(token_for)(cast.owner)
-    before = await in_thread(scrape)()
-    communicator = WebsocketCommunicator(application, "/ws/me/", headers=_bearer(token))
-    connected, _ = await communicator.connect(timeout=10)
-    assert connected
-    assert (await communicator.receive_json_from(timeout=10))["kind"] == "hello"
+    communicator, before = await me_socket_after_hello(cast.owner, token_for)
     with pytest.raises(RuntimeError, match="closed protocol"):
         await communicator.wait(timeout=10)
     after = await in_thread(scrape)()

@@ -17,7 +17,12 @@ from approvals_app import consumers as me_consumers
 from tess_site import ws
 from tess_site.asgi import application
 from tess_site.ws import CLOSE_TRY_AGAIN_LATER
-from tests.tess_site.test_metrics import connections_closed_after_use, scrape, value  # noqa: F401  (a fixture)
+from tests.tess_site.test_metrics import (  # noqa: F401  (a fixture)
+    connections_closed_after_use,
+    me_socket_after_hello,
+    scrape,
+    value,
+)
 
 TOKEN = "tess_abcdefgh_" + "x" * 43
 
@@ -48,12 +53,7 @@ async def test_a_socket_whose_read_after_the_handshake_finds_no_database_is_clos
         raise OperationalError("the connection pool timed out")
 
     monkeypatch.setattr(me_consumers, "waiting_on", unavailable)
-    token = await database_sync_to_async(token_for)(cast.owner)
-    before = await database_sync_to_async(scrape)()
-    communicator = WebsocketCommunicator(application, "/ws/me/", headers=_bearer(token))
-    connected, _ = await communicator.connect(timeout=10)
-    assert connected
-    assert (await communicator.receive_json_from(timeout=10))["kind"] == "hello"
+    communicator, before = await me_socket_after_hello(cast.owner, token_for)
     assert await communicator.receive_output(timeout=10) == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER}
     await communicator.wait(timeout=10)
     after = await database_sync_to_async(scrape)()
