@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import log_in, off_the_browser_loop
-from tests.tess_site.children import free_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-# A chat-completions endpoint where nothing listens: every model call fails to connect.
+# A chat-completions endpoint where nothing listens: every model call fails to connect. The port stays bound
+# (never listened on) for the whole run, so a connect is refused at once and no other test's server can take it.
+_CLOSED = socket.socket()
+_CLOSED.bind(("127.0.0.1", 0))
 SERVER_ENV = {
     "TESS_MODEL_ADAPTER": "openai_compatible",
     "TESS_MODEL": "unreachable-model",
-    "TESS_MODEL_BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
+    "TESS_MODEL_BASE_URL": f"http://127.0.0.1:{_CLOSED.getsockname()[1]}/v1",
     "TESS_MODEL_API_KEY": "not-a-real-key",
     "TESS_MODEL_TIMEOUT_SECONDS": "2",
 }
@@ -40,7 +44,8 @@ def test_a_failed_model_turn_names_the_read_notes_and_claims_no_recall(cast, dem
     box.press("Enter")
     system = page.locator(".tess-system").filter(has_text="The model failed")
     expect(system).to_contain_text(
-        "1 operator note was read for this turn and did not ground this deterministic fallback answer."
+        "1 operator note was read for this turn and did not ground this deterministic fallback answer.",
+        timeout=30_000,  # the server's first model turn imports the model client (seconds on a loaded machine)
     )
     reply = page.locator(".tess-out").last
     expect(reply).not_to_be_empty()
