@@ -3,7 +3,10 @@
 The production tier (``bench/topology.py``: gunicorn and daphne from their units, nginx in front) runs the
 ``openai_compatible`` adapter against a local chat-completions stand-in over HTTP
 (``tests/providers_app/chat_standin.py``, its ``slow`` model: every answer takes
-``BENCH_MODEL_SECONDS`` (2) seconds). Four probe clients, each sending one request every 50 ms through nginx
+``BENCH_MODEL_SECONDS`` (2) seconds). The stand-in and the 32 turn clients stand for machines elsewhere (a
+model provider, the operators' laptops): they run in a process of their own at the lowest CPU priority
+(``bench/fleet_model_outside.py``), so that on this machine they take only the CPU the servers leave.
+Four probe clients, each sending one request every 50 ms through nginx
 (two ``GET /healthz``, two ``GET /api/v1/sessions/`` of an operator with 4 sessions), run twice for
 ``BENCH_MODEL_PROBE_SECONDS`` (10): idle, then while 32 clients keep a turn each in flight (closed loop: a new
 turn as soon as one answers). Meanwhile ``pg_stat_activity`` is sampled for this database.
@@ -24,15 +27,18 @@ sets gunicorn's threads for this run instead of the unit's default, to see what 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
-import uuid
+from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bench.common import Row, percentile
 from bench.topology import BackendSampler, bench_operator, production_tier
-from tests.providers_app.chat_standin import ChatStandIn
 
 MODEL_SECONDS = float(os.environ.get("BENCH_MODEL_SECONDS", "2"))
 PROBE_SECONDS = float(os.environ.get("BENCH_MODEL_PROBE_SECONDS", "10"))
@@ -68,68 +74,89 @@ async def _probes(url: str, token: str, seconds: float, errors: list[str]) -> di
     return found
 
 
-async def _turns(
-    url: str, token: str, session_id: str, stop: asyncio.Event, out: list[float], errors: list[str], delay: float
-) -> None:
-    await asyncio.sleep(delay)
-    async with _client(url, token) as client:
-        while not stop.is_set():
-            started = time.perf_counter()
-            response = await client.post(
-                f"/api/v1/sessions/{session_id}/turns/",
-                json={"text": "what am I working on?"},
-                headers={"Idempotency-Key": uuid.uuid4().hex},
-            )
-            if response.status_code != 200:
-                errors.append(f"turn: {response.status_code} {response.text[:200]}")
-            out.append((time.perf_counter() - started) * 1000)
+class Outside:
+    """The stand-in and the turn clients, in ``bench/fleet_model_outside.py`` at nice 19."""
+
+    def __init__(self) -> None:
+        command = [sys.executable, "-m", "bench.fleet_model_outside", "--model-seconds", str(MODEL_SECONDS)]
+        root = Path(__file__).resolve().parent.parent
+        self.process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.base_url = str(self._read()["standin"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the outside process ended (exit {self.process.wait()})")
+        return dict(json.loads(line))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    async def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._send(message)
+        return await asyncio.to_thread(self._read)
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 Probed = dict[str, list[float]]
 
 
 async def _while_turns_wait(
-    url: str, token: str, sessions: list[str], seconds: float, errors: list[str], *, spread: bool = True
+    outside: Outside,
+    url: str,
+    token: str,
+    sessions: list[str],
+    seconds: float,
+    errors: list[str],
+    *,
+    spread: bool = True,
 ) -> tuple[Probed, list[float]]:
     """Probe for ``seconds`` with TURNS turns in flight all along (sent spread over the model's time, or all at
     once); the probes and every turn's time (ms)."""
-    stop, turns = asyncio.Event(), list[float]()
-    waiting = [
-        asyncio.create_task(
-            _turns(url, token, sessions[i % len(sessions)], stop, turns, errors, MODEL_SECONDS * i / TURNS * spread)
-        )
-        for i in range(TURNS)
-    ]
-    await asyncio.sleep(MODEL_SECONDS * spread + 0.5)  # every turn sent and waiting on the model
+    job = {"url": url, "token": token, "sessions": sessions, "count": TURNS, "spread": spread}
+    await outside.ask({"turns": job})  # every turn sent and waiting on the model
     busy = await _probes(url, token, seconds, errors)
-    stop.set()
-    await asyncio.gather(*waiting)
-    return busy, turns
+    answered = await outside.ask({"stop": True})
+    errors.extend(answered["errors"])
+    return busy, list(answered["turns"])
 
 
 async def _measure(
-    url: str, token: str, sessions: list[str]
+    outside: Outside, url: str, token: str, sessions: list[str]
 ) -> tuple[Probed, Probed, Probed | None, list[float], list[str]]:
     errors: list[str] = []
     # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
-    await _while_turns_wait(url, token, sessions, 2.0, errors)
+    await _while_turns_wait(outside, url, token, sessions, 2.0, errors)
     idle = await _probes(url, token, PROBE_SECONDS, errors)
-    busy, turns = await _while_turns_wait(url, token, sessions, PROBE_SECONDS, errors)
-    herd = (await _while_turns_wait(url, token, sessions, PROBE_SECONDS, errors, spread=False))[0] if HERD else None
+    busy, turns = await _while_turns_wait(outside, url, token, sessions, PROBE_SECONDS, errors)
+    herd = None
+    if HERD:
+        herd = (await _while_turns_wait(outside, url, token, sessions, PROBE_SECONDS, errors, spread=False))[0]
     return idle, busy, herd, turns, errors
 
 
 def run() -> list[Row]:
     token, sessions = bench_operator("fleet-model", sessions=4)
-    standin = ChatStandIn(slow_seconds=MODEL_SECONDS).start()
-    model = {"TESS_MODEL_ADAPTER": "openai_compatible", "TESS_MODEL_BASE_URL": standin.base_url, "TESS_MODEL": "slow"}
+    outside = Outside()
+    model = {"TESS_MODEL_ADAPTER": "openai_compatible", "TESS_MODEL_BASE_URL": outside.base_url, "TESS_MODEL": "slow"}
     threads = {"TESS_WEB_THREADS": WEB_THREADS} if WEB_THREADS else {}
     try:
         with production_tier("model", **model, **threads) as tier, BackendSampler() as sampler:
-            idle, busy, herd, turns, errors = asyncio.run(_measure(tier.url, token, sessions))
+            idle, busy, herd, turns, errors = asyncio.run(_measure(outside, tier.url, token, sessions))
             capacity = tier.pool_capacity
     finally:
-        standin.stop()
+        outside.stop()
     print(
         f"\nfleet model: {TURNS} turns in flight on a {MODEL_SECONDS:.0f} s model ({len(turns)} answered, p50"
         f" {percentile(turns, 0.5):.0f} ms); gunicorn threads {WEB_THREADS or 'as the unit sets them'};"

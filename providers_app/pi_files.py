@@ -138,11 +138,17 @@ def _text_of(content: Any) -> str:
 
 
 def render(entry: dict[str, Any]) -> str:
-    """The output text an entry contributes to the stream: message text only, exactly as written.
+    """The output text an entry contributes to the stream: message text as written, ending its line.
 
-    Thinking, tool calls, images and bookkeeping entries contribute nothing; a custom message only when
-    pi shows it (``display``).
+    Each entry is a message of its own, so one that does not end with a line break gets one: the next entry
+    starts on a new line instead of running on after it. Thinking, tool calls, images and bookkeeping entries
+    contribute nothing; a custom message only when pi shows it (``display``).
     """
+    text = _rendered_text(entry)
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _rendered_text(entry: dict[str, Any]) -> str:
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")

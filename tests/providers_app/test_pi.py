@@ -145,6 +145,20 @@ def test_a_long_conversation_builds_without_recursion(pi: PiHarness, system_scop
 # --- the stream ----------------------------------------------------------------------------------------
 
 
+def test_each_message_ends_its_line_so_the_next_one_does_not_run_on_after_it(
+    pi: PiHarness, system_scope: Scope
+) -> None:
+    writer = PiSessionWriter(pi.directory)
+    writer.user("Split the pricing.")
+    writer.assistant("Split done.\n")
+    writer.assistant("")
+    writer.assistant("Tests pass.")
+
+    chunks = everything(pi.provider, ref_of(pi.provider, system_scope, writer.id), system_scope)
+
+    assert "".join(chunk.data for chunk in chunks) == "Split the pricing.\nSplit done.\nTests pass.\n"
+
+
 def test_a_compaction_entry_comes_out_as_a_checkpoint_between_the_texts(pi: PiHarness, system_scope: Scope) -> None:
     writer = PiSessionWriter(pi.directory)
     kept = writer.user("keep this")
@@ -160,11 +174,11 @@ def test_a_compaction_entry_comes_out_as_a_checkpoint_between_the_texts(pi: PiHa
     chunks = everything(pi.provider, ref_of(pi.provider, system_scope, writer.id), system_scope)
 
     assert [(chunk.data, chunk.checkpoint is not None) for chunk in chunks] == [
-        ("keep this", False),
-        ("answer", False),
+        ("keep this\n", False),
+        ("answer\n", False),
         ("", True),
-        ("shown", False),
-        ("after", False),
+        ("shown\n", False),
+        ("after\n", False),
     ]
     assert chunks[2].checkpoint == {
         "kind": "compaction",
@@ -223,8 +237,8 @@ def test_a_line_still_being_written_is_not_read_until_it_is_complete(pi: PiHarne
     writer.partial(line[20:] + "\n")
     second = pi.provider.stream_session(ref, first.next_cursor, system_scope)
 
-    assert [chunk.data for chunk in first.chunks] == ["done"]
-    assert [chunk.data for chunk in second.chunks] == ["late"]
+    assert [chunk.data for chunk in first.chunks] == ["done\n"]
+    assert [chunk.data for chunk in second.chunks] == ["late\n"]
 
 
 @pytest.mark.parametrize("cursor", ["-1.0", "1.x", "1.0.not/an/id"])
@@ -253,8 +267,8 @@ def test_a_cursor_whose_entry_before_changed_is_lost(pi: PiHarness, system_scope
     first = writer.assistant("abc")
     writer.assistant("def")
     ref = ref_of(pi.provider, system_scope, writer.id)
-    page = pi.provider.stream_session(ref, None, system_scope, limit=3)
-    assert [c.data for c in page.chunks] == ["abc"] and page.next_cursor.endswith("." + first)
+    page = pi.provider.stream_session(ref, None, system_scope, limit=4)
+    assert [c.data for c in page.chunks] == ["abc\n"] and page.next_cursor.endswith("." + first)
 
     writer.path.write_text(writer.path.read_text().replace(first, "0" * len(first)))
 
@@ -336,7 +350,7 @@ def test_rpc_sends_steers_and_aborts_and_the_stream_shows_what_pi_wrote(
     pi_rpc.provider.abort(ref, system_scope)
 
     assert pi_rpc.received(ref) == f"{tricky}\nsteer:go left\nabort\n"
-    assert [chunk.data for chunk in everything(pi_rpc.provider, ref, system_scope)] == [tricky]
+    assert [chunk.data for chunk in everything(pi_rpc.provider, ref, system_scope)] == [tricky + "\n"]
     assert pi_rpc.provider.list_sessions(system_scope)[0].status == "running"
     assert pi_rpc.provider.health().detail["rpc_processes"] == 1
 

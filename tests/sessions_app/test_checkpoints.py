@@ -93,12 +93,12 @@ def test_a_restart_in_the_middle_of_a_compacted_pi_session_resumes_from_the_chec
 
     # Tess reads past the compaction and stops inside the last answer (a small page), then stops itself.
     with django_capture_on_commit_callbacks(execute=True):
-        services.session_pump(session_id=session.pk, limit=len("Refactor the parserDone; the tests pass.") + 40)
+        services.session_pump(session_id=session.pk, limit=len("Refactor the parser\nDone; the tests pass.\n") + 40)
     session.refresh_from_db()
     assert session.checkpoint["entry_id"] == compaction and session.checkpoint["cursor"]
     read_before = "".join(text for _, text in output_of(session))
-    assert read_before.startswith("Refactor the parserDone; the tests pass.Now the lexer, please.The lexer")
-    assert not read_before.endswith("31 tests pass.")
+    assert read_before.startswith("Refactor the parser\nDone; the tests pass.\nNow the lexer, please.\nThe lexer")
+    assert not read_before.endswith("31 tests pass.\n")
     reset_instances()  # Tess restarts: no provider keeps anything in memory
 
     # Meanwhile the real pi opens the session: it migrates the file to version 3 and rewrites it whole.
@@ -122,11 +122,11 @@ def test_a_restart_in_the_middle_of_a_compacted_pi_session_resumes_from_the_chec
     session.refresh_from_db()
     texts = "".join(text for _, text in output_of(session))
     assert texts == (
-        "Refactor the parserDone; the tests pass.Now the lexer, please."
-        "The lexer tokenises numbers, strings and comments now; 31 tests pass."
-        "And after the restart: the lexer handles escapes."
+        "Refactor the parser\nDone; the tests pass.\nNow the lexer, please.\n"
+        "The lexer tokenises numbers, strings and comments now; 31 tests pass.\n"
+        "And after the restart: the lexer handles escapes.\n"
     )
-    assert output_of(session)[-1] == (later, "And after the restart: the lexer handles escapes.")
+    assert output_of(session)[-1] == (later, "And after the restart: the lexer handles escapes.\n")
     assert system_codes(session).count("checkpoint.resumed") == 1
     assert system_codes(session).count("checkpoint") == 1  # the compaction is not recorded again
     assert session.cursor.endswith("." + later)
