@@ -136,7 +136,7 @@ async def _measure(
     outside: Outside, url: str, token: str, sessions: list[str]
 ) -> tuple[Probed, Probed, Probed | None, list[float], list[str]]:
     errors: list[str] = []
-    # Warm-up: every worker's first turn imports the model client (seconds), and the pools open connections.
+    # Warm-up: every worker's first turn imports what a model turn needs, and the pools open connections.
     await _while_turns_wait(outside, url, token, sessions, 2.0, errors)
     idle = await _probes(url, token, PROBE_SECONDS, errors)
     busy, turns = await _while_turns_wait(outside, url, token, sessions, PROBE_SECONDS, errors)

@@ -2,7 +2,7 @@
 
 A thread blocked reading a socket is not woken by closing that socket elsewhere (the read keeps the file
 open, so not even the peer learns of it); shutting the socket down is what ends the read at once and tells
-the peer the connection is closed. The HTTP client (the OpenAI SDK's httpx2) hides its sockets, so its
+the peer the connection is closed. The HTTP client (httpx2, ``chat_completions``) hides its sockets, so its
 transport is given a network backend whose streams note, on each read or write, which call (``CallHandle``,
 per thread) is using them: a call waiting for the model's first byte on a kept-alive connection is found
 as surely as one mid-stream.

@@ -6,7 +6,7 @@ may do before any adapter runs) and it never writes operator memory. Adapters re
 
 - ``deterministic`` (the embedded default): no model at all. It answers from the live state in the
   request and, when it is the configured adapter, may use recalled notes (it names the standing initiative).
-- ``openai_compatible``: the ``openai`` client against any chat-completions base URL
+- ``openai_compatible``: the chat-completions protocol (``chat_completions``) against any compatible base URL
   (``TESS_MODEL_BASE_URL``), model ``TESS_MODEL`` (default ``gpt-5.6-sol``), reasoning effort
   ``TESS_REASONING_LEVEL`` (default ``high``), ``TESS_MODEL_TIMEOUT_SECONDS``, streamed or not
   (``TESS_MODEL_STREAM``). Failures are typed: ``model_timeout``, ``model_unavailable``, ``model_error``.
@@ -26,6 +26,9 @@ from django.conf import settings
 from rest_framework import status
 
 from tess_site.errors import TessError
+
+from .chat_completions import ChatClient, ChatError, ChatStatus, ChatTimeout, ChatUnavailable
+from .http_cancel import cancellable_call
 
 # --- typed errors ------------------------------------------------------------------------------------
 
@@ -248,13 +251,13 @@ class _StopNow(Exception):
     """Raised out of the stream's loop when the turn was stopped between two pieces."""
 
 
-# One OpenAI client per endpoint and process (``OpenAICompatibleAdapter._client``).
-_CLIENTS: dict[tuple[str | None, str | None, float], Any] = {}
+# One chat-completions client per endpoint and process (``OpenAICompatibleAdapter._client``).
+_CLIENTS: dict[tuple[str | None, str | None, float], ChatClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
 class OpenAICompatibleAdapter:
-    """Chat completions through the ``openai`` client, against any compatible base URL."""
+    """Chat completions (``providers_app/chat_completions.py``) against any compatible base URL."""
 
     name = "openai_compatible"
 
@@ -286,41 +289,18 @@ class OpenAICompatibleAdapter:
             stream=settings.TESS_MODEL_STREAM,
         )
 
-    def _client(self) -> Any:
-        """The process's client for this endpoint, made once: making one (its HTTP client and TLS context) costs
-        about as much CPU as the rest of a turn, and one client serves every thread (it keeps a connection
-        pool)."""
+    def _client(self) -> ChatClient:
+        """The process's client for this endpoint, made once: it keeps a pool of connections that every thread
+        shares, and making one (its TLS context) costs about as much CPU as the rest of a turn. No retries: the
+        gateway falls back at once instead of keeping the operator waiting."""
         key = (self.base_url, self.api_key, self.timeout)
         with _CLIENTS_LOCK:
             client = _CLIENTS.get(key)
             if client is None:
-                # Imported on use (here and in ``complete``): the OpenAI SDK is heavy and only this adapter needs it.
-                import httpx2
-                import openai
-
-                from .http_cancel import cancellable_transport
-
-                # No retries inside the client: the gateway falls back at once instead of keeping the operator
-                # waiting.
-                # Its transport lets a stopped turn close the call's connection (``http_cancel``), with as many
-                # connections as the SDK's own client allows (it takes no limits once given a transport).
-                limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
-                client = openai.OpenAI(
-                    base_url=self.base_url,
-                    api_key=self.api_key or "not-configured",
-                    timeout=self.timeout,
-                    max_retries=0,
-                    http_client=openai.DefaultHttpxClient(transport=cancellable_transport(limits=limits)),
-                )
-                _CLIENTS[key] = client
+                client = _CLIENTS[key] = ChatClient(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout)
         return client
 
     def complete(self, request: ModelRequest) -> ModelReply:
-        import httpx2
-        import openai
-
-        from .http_cancel import cancellable_call
-
         arguments: dict[str, Any] = {"model": self.model, "messages": request.prompt.messages()}
         if self.reasoning_effort != "none":
             arguments["reasoning_effort"] = self.reasoning_effort
@@ -345,22 +325,22 @@ class OpenAICompatibleAdapter:
                         text, usage = self._streamed(client, arguments, relay, progress)
                     else:
                         text, usage = self._whole(client, arguments)
-            except (_StopNow, openai.OpenAIError, httpx2.HTTPError) as exc:
+            except (_StopNow, ChatError) as exc:
                 if request.cancel is not None and request.cancel.is_set():
                     raise progress.stopped() from exc
                 raise
             if call.cancelled:  # the shut-down connection read as the stream's end
                 raise progress.stopped()
-        except openai.APITimeoutError as exc:
+        except ChatTimeout as exc:
             raise progress.spent(ModelTimeout(details={"adapter": self.name})) from exc
-        except (openai.APIConnectionError, httpx2.HTTPError) as exc:  # the SDK's httpx2: a stream broken mid-way
+        except ChatUnavailable as exc:  # refused, or a stream broken mid-way
             raise progress.spent(ModelUnavailable(details={"adapter": self.name})) from exc
-        except openai.APIStatusError as exc:
+        except ChatStatus as exc:
             raise ModelError(
-                f"The model endpoint answered with status {exc.status_code}.",
-                details={"adapter": self.name, "status": exc.status_code},
+                f"The model endpoint answered with status {exc.status}.",
+                details={"adapter": self.name, "status": exc.status},
             ) from exc
-        except openai.OpenAIError as exc:
+        except ChatError as exc:
             error = ModelError(details={"adapter": self.name, "error": type(exc).__name__})
             raise progress.spent(error) from exc
         if not text.strip():
@@ -368,28 +348,34 @@ class OpenAICompatibleAdapter:
         return ModelReply(text=text, adapter=self.name, model=self.model, usage=usage)
 
     @staticmethod
-    def _whole(client: Any, arguments: dict[str, Any]) -> tuple[str, ModelUsage | None]:
-        completion = client.chat.completions.create(**arguments)
-        usage = usage_reported(getattr(completion, "usage", None))
-        if not completion.choices:
+    def _whole(client: ChatClient, arguments: dict[str, Any]) -> tuple[str, ModelUsage | None]:
+        completion = client.complete(arguments)
+        usage = usage_reported(completion.get("usage"))
+        choices = completion.get("choices") or []
+        if not choices:
             return "", usage
-        return str(completion.choices[0].message.content or ""), usage
+        return _text(choices[0].get("message")), usage
 
     @staticmethod
     def _streamed(
-        client: Any, arguments: dict[str, Any], on_delta: Callable[[str], None] | None, progress: _Progress
+        client: ChatClient, arguments: dict[str, Any], on_delta: Callable[[str], None] | None, progress: _Progress
     ) -> tuple[str, ModelUsage | None]:
         # Streamed usage comes in a last chunk with no choices, only when asked for.
-        options = {"stream_options": {"include_usage": True}}
-        with client.chat.completions.create(**arguments, stream=True, **options) as stream:
-            for chunk in stream:
-                progress.usage = usage_reported(getattr(chunk, "usage", None)) or progress.usage
-                for choice in chunk.choices:
-                    if choice.delta is not None and choice.delta.content:
-                        progress.parts.append(choice.delta.content)
-                        if on_delta is not None:
-                            on_delta(choice.delta.content)
+        for chunk in client.stream({**arguments, "stream_options": {"include_usage": True}}):
+            progress.usage = usage_reported(chunk.get("usage")) or progress.usage
+            for choice in chunk.get("choices") or []:
+                piece = _text(choice.get("delta"))
+                if piece:
+                    progress.parts.append(piece)
+                    if on_delta is not None:
+                        on_delta(piece)
         return "".join(progress.parts), progress.usage
+
+
+def _text(message: Any) -> str:
+    """A message's or a delta's ``content``, when it is text."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
 
 
 @dataclass
@@ -423,24 +409,27 @@ def usage_estimate(messages: list[dict[str, str]], text: str) -> ModelUsage:
 
 
 def usage_reported(usage: Any) -> ModelUsage | None:
-    """A chat completion's ``usage`` (prompt, completion, cached and reasoning tokens) as ``ModelUsage``.
+    """A chat completion's ``usage`` object (prompt, completion, cached and reasoning tokens) as ``ModelUsage``.
 
     ``prompt_tokens`` includes the cached ones, which are billed apart: they are split out as cache reads.
     Reasoning tokens are part of ``completion_tokens`` already and are kept only for the record."""
-    if usage is None:
+    if not isinstance(usage, dict):
         return None
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion = int(getattr(usage, "completion_tokens", 0) or 0)
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
-    cached = int(getattr(prompt_details, "cached_tokens", 0) or 0) if prompt_details is not None else 0
-    completion_details = getattr(usage, "completion_tokens_details", None)
-    reasoning = int(getattr(completion_details, "reasoning_tokens", 0) or 0) if completion_details is not None else 0
+    prompt = _count(usage, "prompt_tokens")
+    completion = _count(usage, "completion_tokens")
+    cached = _count(usage.get("prompt_tokens_details"), "cached_tokens")
+    reasoning = _count(usage.get("completion_tokens_details"), "reasoning_tokens")
     return ModelUsage(
         input_tokens=max(prompt - cached, 0),
         output_tokens=completion,
         cache_read_tokens=min(cached, prompt),
         reasoning_tokens=reasoning,
     )
+
+
+def _count(found: Any, name: str) -> int:
+    value = found.get(name) if isinstance(found, dict) else None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 register_model_adapter(DeterministicAdapter.name, DeterministicAdapter)
