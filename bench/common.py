@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 
@@ -52,3 +56,25 @@ def per_op_us(fn: Callable[[], object], n: int) -> float:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def as_elsewhere(call: Callable[[], T]) -> T:
+    """``call()`` in a thread of its own at the lowest CPU priority (nice 19), for a load generator that stands
+    for machines elsewhere (operators' laptops, a model provider): on this machine it shares the servers' cores,
+    and at normal priority it would take CPU the servers under test would have had. Only that thread (and the
+    threads it starts) is lowered; the servers this process starts keep their own priority."""
+    outcome: dict[str, Any] = {}
+
+    def body() -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=body, name="load-generator")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return cast(T, outcome["value"])
