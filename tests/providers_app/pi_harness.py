@@ -52,6 +52,12 @@ class PiHarness:
     def emit(self, ref: RuntimeRef, data: bytes) -> None:
         self.writers[ref.runtime_id].assistant(data.decode())
 
+    @staticmethod
+    def shown(data: bytes) -> str:
+        """What the stream shows of one ``emit``: a message, which ends its line (``pi_files.render``)."""
+        text = data.decode()
+        return text if text.endswith("\n") else text + "\n"
+
     def compact(self, ref: RuntimeRef, summary: str) -> None:
         """The runtime compacts its context: a ``compaction`` entry keeping everything from the latest one."""
         writer = self.writers[ref.runtime_id]

@@ -58,6 +58,13 @@ def read_until(
     return chunks, state["cursor"]
 
 
+def shown(runtime: Harness, data: bytes) -> str:
+    """What the stream shows of ``data`` written in one go: the bytes themselves, or for a runtime of messages
+    that ends each message's line, that message (the harness's ``shown``)."""
+    render: Callable[[bytes], str] | None = getattr(runtime, "shown", None)
+    return render(data) if render is not None else data.decode()
+
+
 def read_to_the_end(provider: AgentRuntimeProvider, ref: RuntimeRef, scope: Scope) -> StreamPage:
     """The whole stream in one page, once the provider says it has ended."""
 
@@ -203,28 +210,31 @@ def test_small_pages_reassemble_the_output_exactly(runtime: Harness, system_scop
 def test_resuming_from_a_middle_cursor_continues_exactly(runtime: Harness, system_scope: Scope) -> None:
     ref = runtime.start(system_scope, "alpha")
     runtime.emit(ref, PAYLOAD)
-    chunks, end = read_until(runtime.provider, ref, system_scope, None, len(PAYLOAD), limit=100)
+    whole = shown(runtime, PAYLOAD)
+    chunks, end = read_until(runtime.provider, ref, system_scope, None, len(whole.encode()), limit=100)
     middle = len(chunks) // 2
     already = "".join(chunk.data for chunk in chunks[: middle + 1])
 
     rest, _ = read_until(
-        runtime.provider, ref, system_scope, chunks[middle].next_cursor, len(PAYLOAD) - len(already.encode()), 13
+        runtime.provider, ref, system_scope, chunks[middle].next_cursor, len(whole.encode()) - len(already.encode()), 13
     )
 
-    assert already + "".join(chunk.data for chunk in rest) == PAYLOAD.decode()
+    assert already + "".join(chunk.data for chunk in rest) == whole
     assert runtime.provider.stream_session(ref, end, system_scope).chunks == ()
 
 
 def test_output_written_later_follows_the_cursor_without_gaps_or_repeats(runtime: Harness, system_scope: Scope) -> None:
     ref = runtime.start(system_scope, "alpha")
     runtime.emit(ref, b"first part|")
-    first, cursor = read_until(runtime.provider, ref, system_scope, None, len(b"first part|"), limit=5)
+    expected_first = shown(runtime, b"first part|")
+    first, cursor = read_until(runtime.provider, ref, system_scope, None, len(expected_first.encode()), limit=5)
     runtime.emit(ref, "second pärt".encode())
+    expected_second = shown(runtime, "second pärt".encode())
 
-    second, _ = read_until(runtime.provider, ref, system_scope, cursor, len("second pärt".encode()), limit=5)
+    second, _ = read_until(runtime.provider, ref, system_scope, cursor, len(expected_second.encode()), limit=5)
 
-    assert "".join(chunk.data for chunk in first) == "first part|"
-    assert "".join(chunk.data for chunk in second) == "second pärt"
+    assert "".join(chunk.data for chunk in first) == expected_first
+    assert "".join(chunk.data for chunk in second) == expected_second
 
 
 def test_a_compaction_is_marked_once_as_a_checkpoint_that_resumes_exactly(
@@ -240,10 +250,11 @@ def test_a_compaction_is_marked_once_as_a_checkpoint_that_resumes_exactly(
     if compacts is not None:
         compacts(ref, "what came before")
     runtime.emit(ref, b"after")
+    before, after = shown(runtime, b"before "), shown(runtime, b"after")
 
-    chunks, _ = read_until(runtime.provider, ref, system_scope, None, len(b"before after"), 65536)
+    chunks, _ = read_until(runtime.provider, ref, system_scope, None, len((before + after).encode()), 65536)
     marked = [chunk for chunk in chunks if chunk.checkpoint is not None]
-    assert "".join(chunk.data for chunk in chunks).endswith("before after")
+    assert "".join(chunk.data for chunk in chunks).endswith(before + after)
     if compacts is None:
         assert marked == []
         return
@@ -253,9 +264,9 @@ def test_a_compaction_is_marked_once_as_a_checkpoint_that_resumes_exactly(
     assert set(checkpoint.checkpoint) == {"kind", "entry_id", "summary", "first_kept_entry_id", "tokens_before"}
     assert checkpoint.checkpoint["summary"] == "what came before"
     resumed = runtime.provider.stream_session(ref, checkpoint.cursor, system_scope).chunks
-    assert resumed[0].checkpoint == checkpoint.checkpoint and "".join(c.data for c in resumed) == "after"
+    assert resumed[0].checkpoint == checkpoint.checkpoint and "".join(c.data for c in resumed) == after
     past = runtime.provider.stream_session(ref, checkpoint.next_cursor, system_scope).chunks
-    assert all(c.checkpoint is None for c in past) and "".join(c.data for c in past) == "after"
+    assert all(c.checkpoint is None for c in past) and "".join(c.data for c in past) == after
 
 
 def test_a_stream_rewritten_under_its_cursor_resumes_from_the_checkpoint_exactly(
@@ -275,11 +286,12 @@ def test_a_stream_rewritten_under_its_cursor_resumes_from_the_checkpoint_exactly
     runtime.emit(ref, b"before ")
     compacts(ref, "what came before")
     runtime.emit(ref, b"kept words ")
-    chunks, cursor = read_until(provider, ref, system_scope, None, len(b"before ke"), limit=3)
+    before, kept, after = (shown(runtime, data) for data in (b"before ", b"kept words ", b"after"))
+    chunks, cursor = read_until(provider, ref, system_scope, None, len((before + "ke").encode()), limit=3)
     (marked,) = [chunk for chunk in chunks if chunk.checkpoint is not None]
     recorded = {**(marked.checkpoint or {}), "cursor": marked.cursor}
     read = "".join(chunk.data for chunk in chunks)
-    assert read.startswith("before k") and len(read) < len("before kept words ")  # stopped inside an entry
+    assert read.startswith(before + "k") and len(read) < len(before + kept)  # stopped inside an entry
 
     runtime.rewrite(ref)  # type: ignore[attr-defined]
     runtime.emit(ref, b"after")
@@ -287,7 +299,7 @@ def test_a_stream_rewritten_under_its_cursor_resumes_from_the_checkpoint_exactly
     with pytest.raises(CursorLost):
         provider.stream_session(ref, cursor, system_scope)
     resumed = provider.resume_cursor(ref, cursor, recorded, system_scope)
-    expected = "before kept words after"[len(read) :]
+    expected = (before + kept + after)[len(read) :]
     rest, _ = read_until(provider, ref, system_scope, resumed, len(expected.encode()), limit=65536)
     assert "".join(chunk.data for chunk in rest) == expected
     assert all(chunk.checkpoint is None for chunk in rest)
