@@ -200,6 +200,12 @@ class OutputChunk:
     usage: dict[str, Any] | None = None
 
 
+def message_line(text: str) -> str:
+    """How a runtime of messages (pi, Hermes, Matrix) shows one message in its stream: its text, ending its
+    line, so that the next message starts on a new line instead of running on after it."""
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
 @dataclass(frozen=True)
 class StreamPage:
     chunks: tuple[OutputChunk, ...]

@@ -41,6 +41,7 @@ from .contract import (
     RuntimeSession,
     SendResult,
     StreamPage,
+    message_line,
 )
 from .hermes_http import CredentialMissing, CredentialRefused, HermesHttp, public_endpoint
 from .pi_files import parse_cursor, utf8_prefix
@@ -229,7 +230,8 @@ class HermesProvider(AgentRuntimeProvider):
         return [node(item, 0) for item in by_parent.get(None, []) if not item.get("ended_at")]
 
     def stream_session(self, ref: RuntimeRef, cursor: str | None, scope: Scope, *, limit: int = 65536) -> StreamPage:
-        """Stored user and assistant text after ``cursor`` (``source`` = the message id); ``ended`` once the
+        """Stored user and assistant text after ``cursor``, each message ending its line (``message_line``;
+        ``source`` = the message id); ``ended`` once the
         session has ended and everything it stored was returned."""
         index, within = parse_cursor(cursor)
         session = self._open_session(ref, allow_ended=True)
@@ -241,7 +243,7 @@ class HermesProvider(AgentRuntimeProvider):
         while index < len(messages) and budget > 0:
             message = messages[index]
             role = message.get("role")
-            text = _text(message.get("content")).encode() if role in ("user", "assistant") else b""
+            text = message_line(_text(message.get("content"))).encode() if role in ("user", "assistant") else b""
             if within > len(text):
                 raise InvalidInput("The stream cursor is past the message's text.", details={"cursor": "unknown"})
             rest = text[within:]

@@ -1,6 +1,7 @@
 """The Matrix runtime provider: a bot account on a homeserver; the rooms it has joined are sessions.
 
-The stream is other members' messages, read by sync token and back-filled so no event is lost or repeated;
+The stream is other members' messages, each ending its line (``message_line``), read by sync token and
+back-filled so no event is lost or repeated;
 sends use transaction ids the homeserver de-duplicates. Options, the API used and what is not promised:
 README, "Runtime providers".
 """
@@ -45,6 +46,7 @@ from .contract import (
     RuntimeSession,
     SendResult,
     StreamPage,
+    message_line,
 )
 from .matrix_client import CLIENT_V3, MatrixClient, MatrixRefused, public_url, segment
 
@@ -475,7 +477,7 @@ class MatrixProvider(AgentRuntimeProvider):
                     continue
                 window.seen.add(event_id)
                 if isinstance(body_text, str) and body_text:
-                    window.events.append(_Event(event_id=event_id, body=body_text.encode()))
+                    window.events.append(_Event(event_id=event_id, body=message_line(body_text).encode()))
             window.tail = str(body.get("next_batch") or token)
             if left is not None:
                 window.left = True

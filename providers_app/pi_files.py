@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 from tess_site.errors import InvalidInput
 
-from .contract import CursorLost, OutputChunk, RuntimeNode
+from .contract import CursorLost, OutputChunk, RuntimeNode, message_line
 
 logger = logging.getLogger(__name__)
 
@@ -144,8 +144,7 @@ def render(entry: dict[str, Any]) -> str:
     starts on a new line instead of running on after it. Thinking, tool calls, images and bookkeeping entries
     contribute nothing; a custom message only when pi shows it (``display``).
     """
-    text = _rendered_text(entry)
-    return text if not text or text.endswith("\n") else text + "\n"
+    return message_line(_rendered_text(entry))
 
 
 def _rendered_text(entry: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from providers_app.contract import Operation, RuntimeRef
+from providers_app.contract import Operation, RuntimeRef, message_line
 from providers_app.hermes import HermesProvider
 from tess_site.scope import Scope
 
@@ -44,6 +44,11 @@ class HermesHarness:
 
     def emit(self, ref: RuntimeRef, data: bytes) -> None:
         self.standin.add_message(ref.runtime_id, "assistant", data.decode())
+
+    @staticmethod
+    def shown(data: bytes) -> str:
+        """What the stream shows of one ``emit``: a message, ending its line."""
+        return message_line(data.decode())
 
     def received(self, ref: RuntimeRef) -> str:
         return "".join(line + "\n" for line in self.standin.received.get(ref.runtime_id, []))

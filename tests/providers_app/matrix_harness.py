@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from providers_app.contract import Operation, RuntimeRef
+from providers_app.contract import Operation, RuntimeRef, message_line
 from providers_app.matrix import MatrixProvider
 from providers_app.matrix_client import segment
 from tess_site.scope import Scope
@@ -95,6 +95,11 @@ class MatrixHarness:
 
     def emit(self, ref: RuntimeRef, data: bytes) -> None:
         self.agent.say(ref.runtime_id, data.decode())
+
+    @staticmethod
+    def shown(data: bytes) -> str:
+        """What the stream shows of one ``emit``: a message, ending its line."""
+        return message_line(data.decode())
 
     def received(self, ref: RuntimeRef) -> str:
         return "".join(

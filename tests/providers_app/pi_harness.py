@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from providers_app.contract import Operation, RuntimeRef
+from providers_app.contract import Operation, RuntimeRef, message_line
 from providers_app.pi import PiProvider
 from tess_site.scope import Scope
 
@@ -54,9 +54,8 @@ class PiHarness:
 
     @staticmethod
     def shown(data: bytes) -> str:
-        """What the stream shows of one ``emit``: a message, which ends its line (``pi_files.render``)."""
-        text = data.decode()
-        return text if text.endswith("\n") else text + "\n"
+        """What the stream shows of one ``emit``: a message, ending its line."""
+        return message_line(data.decode())
 
     def compact(self, ref: RuntimeRef, summary: str) -> None:
         """The runtime compacts its context: a ``compaction`` entry keeping everything from the latest one."""

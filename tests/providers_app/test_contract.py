@@ -384,7 +384,8 @@ def test_terminate_with_an_approval_reference_ends_only_that_session(runtime: Ha
     doomed = runtime.start(system_scope, "alpha")
     kept = runtime.start(system_scope, "beta")
     runtime.emit(doomed, b"last words")
-    read_until(runtime.provider, doomed, system_scope, None, len(b"last words"), limit=64)
+    last_words = shown(runtime, b"last words")
+    read_until(runtime.provider, doomed, system_scope, None, len(last_words.encode()), limit=64)
     if Operation.TERMINATE in unsupported(runtime):
         with pytest.raises(CapabilityUnsupported):
             runtime.provider.terminate(doomed, "approval-1", system_scope)
@@ -399,9 +400,7 @@ def test_terminate_with_an_approval_reference_ends_only_that_session(runtime: Ha
         runtime.provider.send_message(doomed, "anyone?", "key-2", system_scope)
     with pytest.raises(RuntimeNotFound):
         runtime.provider.terminate(doomed, "approval-1", system_scope)
-    assert (
-        "".join(chunk.data for chunk in read_to_the_end(runtime.provider, doomed, system_scope).chunks) == "last words"
-    )
+    assert "".join(chunk.data for chunk in read_to_the_end(runtime.provider, doomed, system_scope).chunks) == last_words
     assert not runtime.provider.stream_session(kept, None, system_scope).ended
 
 

@@ -124,7 +124,7 @@ def test_an_event_stream_cut_mid_way_raises_and_the_stored_messages_lose_nothing
             seen.append(event)
 
     assert [event.kind for event in seen] == ["run.started", "message.delta", "message.delta"]
-    assert texts(hermes, system_scope, ref) == ["question", "complete answer"]
+    assert texts(hermes, system_scope, ref) == ["question\n", "complete answer\n"]
     del hermes.standin.cut_after[run_id]
     assert "".join(e.text for e in hermes.provider.run_events(ref, run_id, system_scope)) == "complete answer"
 

@@ -91,8 +91,8 @@ def test_a_gap_longer_than_the_sync_timeline_is_back_filled_each_event_once(
 
     after, end = read_all(runtime.provider, ref, system_scope, cursor)
 
-    assert "".join(chunk.data for chunk in before) == "before|"
-    assert [chunk.data for chunk in after] == [body.decode() for body in sent]
+    assert "".join(chunk.data for chunk in before) == "before|\n"
+    assert [chunk.data for chunk in after] == [body.decode() + "\n" for body in sent]
     assert len({chunk.source for chunk in after}) == len(sent)
     assert backfills, "the gap was longer than the timeline limit, so it must have been back-filled"
     assert runtime.provider.stream_session(ref, end, system_scope).chunks == ()
@@ -127,7 +127,7 @@ def test_a_character_longer_than_the_page_limit_still_advances_whole(
     while pages[-1].chunks:
         pages.append(runtime.provider.stream_session(ref, pages[-1].next_cursor, system_scope, limit=1))
 
-    assert [chunk.data for page in pages for chunk in page.chunks] == ["a", "é", "🎉"]
+    assert [chunk.data for page in pages for chunk in page.chunks] == ["a", "é", "🎉", "\n"]
 
 
 def test_the_stream_leaves_out_what_the_bot_itself_posted(
@@ -141,7 +141,7 @@ def test_the_stream_leaves_out_what_the_bot_itself_posted(
 
     chunks, _ = read_all(runtime.provider, ref, system_scope, None)
 
-    assert "".join(chunk.data for chunk in chunks) == "from the agent|agent again"
+    assert "".join(chunk.data for chunk in chunks) == "from the agent|\nagent again\n"
 
 
 # --- sending -----------------------------------------------------------------------------------------
