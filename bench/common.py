@@ -7,8 +7,9 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -63,18 +64,9 @@ def as_elsewhere(call: Callable[[], T]) -> T:
     for machines elsewhere (operators' laptops, a model provider): on this machine it shares the servers' cores,
     and at normal priority it would take CPU the servers under test would have had. Only that thread (and the
     threads it starts) is lowered; the servers this process starts keep their own priority."""
-    outcome: dict[str, Any] = {}
+    with ThreadPoolExecutor(1, thread_name_prefix="load-generator", initializer=_lowest_priority) as pool:
+        return pool.submit(call).result()
 
-    def body() -> None:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
 
-    thread = threading.Thread(target=body, name="load-generator")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return cast(T, outcome["value"])
+def _lowest_priority() -> None:
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)

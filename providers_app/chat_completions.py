@@ -24,6 +24,7 @@ from typing import Any
 import httpx2
 
 from .http_cancel import cancellable_transport
+from .sse import sse_events
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -75,10 +76,10 @@ class ChatClient:
             if not response.is_success:
                 response.read()
                 raise ChatStatus(response.status_code)
-            for data in _events(response.iter_lines()):
-                if data == "[DONE]":
+            for sse in sse_events(response.iter_lines()):
+                if sse.data == "[DONE]":
                     return
-                chunk = _object(data.encode())
+                chunk = _object(sse.data.encode())
                 if "error" in chunk:
                     raise ChatError(f"the endpoint sent an error in the stream: {str(chunk['error'])[:200]}")
                 yield chunk
@@ -104,20 +105,3 @@ def _object(data: bytes) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise ChatError("the endpoint's answer is not a JSON object")
     return found
-
-
-def _events(lines: Iterator[str]) -> Iterator[str]:
-    """The data of each server-sent event (its ``data:`` lines joined by line breaks); comments, ``event:``,
-    ``id:`` and ``retry:`` lines carry nothing a chat completion needs."""
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        field, _, value = line.partition(":")
-        if field == "data":
-            data.append(value.removeprefix(" "))
-    if data:
-        yield "\n".join(data)

@@ -23,6 +23,7 @@ import httpx
 from django.core.exceptions import ImproperlyConfigured
 
 from .contract import ProviderConflict, ProviderError, ProviderUnavailable, RuntimeNotFound
+from .sse import sse_events
 
 logger = logging.getLogger(__name__)
 
@@ -163,31 +164,14 @@ def _error_code(response: httpx.Response) -> str:
 
 
 def parse_sse(lines: Iterator[str]) -> Iterator[SseEvent]:
-    """The text/event-stream format (WHATWG HTML, "server-sent events"): ``event:``, ``data:`` (joined
-    with LF), ``id:``; a blank line dispatches; comments start with ``:``. Data is JSON when it parses."""
-    event, event_id = "", ""
-    data: list[str] = []
-    for raw in lines:
-        line = raw.rstrip("\r")
-        if not line:
-            if data:
-                text = "\n".join(data)
-                try:
-                    payload: Any = json.loads(text)
-                except ValueError:
-                    payload = text
-                if not event and isinstance(payload, dict):
-                    event = str(payload.get("event") or payload.get("type") or "")
-                yield SseEvent(event=event or "message", data=payload, id=event_id)
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)
-        elif field == "id":
-            event_id = value
+    """The server-sent events of ``lines`` (``sse_events``), their data JSON when it parses; an event that
+    names no kind takes its payload's ``event`` or ``type``, else ``message``."""
+    for sse in sse_events(lines):
+        try:
+            payload: Any = json.loads(sse.data)
+        except ValueError:
+            payload = sse.data
+        event = sse.event
+        if not event and isinstance(payload, dict):
+            event = str(payload.get("event") or payload.get("type") or "")
+        yield SseEvent(event=event or "message", data=payload, id=sse.id)
