@@ -100,17 +100,24 @@ def test_while_the_model_thinks_no_connection_is_held_and_a_retry_is_409(
     # Without a pool and without persistent connections, the request closes its connection after step 1.
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
     key, answers = uuid.uuid4().hex, {}
+
+    def connected() -> dict[int, tuple[str, str]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, state, query FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return {pid: (state, query) for pid, state, query in cursor.fetchall()}
+
+    # Connections open before the turn (another thread of this test process, say) are not the turn's.
+    before = set(connected())
+
+    def others() -> list[tuple[str, str]]:
+        return [row for pid, row in connected().items() if pid not in before]
+
     with override_settings(**model_settings(chat_standin, "held")):
         first = in_thread(lambda: answers.update(first=turn(api_as(cast.owner), session, "hello", key)))
         assert wait_for(lambda: chat_standin.requests, timeout=30)
-
-        def others() -> list[tuple[str, str]]:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT state, query FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-                return cursor.fetchall()
 
         # A connection closed just before the model was asked may take a moment to leave pg_stat_activity;
         # one the turn holds stays for as long as the model thinks (here: until the test releases it).
