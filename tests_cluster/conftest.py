@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from tests.conftest import (  # noqa: F401  (fixtures shared with the main suite)
-    _allow_flushing_audit_between_transactional_tests,
     _empty_cache,
+    _flush_transactional_tests_by_delete,
     cast,
     token_for,
 )
