@@ -7,25 +7,53 @@ transport is given a network backend whose streams note, on each read or write, 
 per thread) is using them: a call waiting for the model's first byte on a kept-alive connection is found
 as surely as one mid-stream.
 
-``cancellable_call(cancel)`` runs a small watcher while the call runs; once ``cancel`` is set it shuts the
-call's connection down, and the blocked read ends with an end of stream or a connection error, which the
-adapter reports as ``ModelStopped``.
+``cancel`` is a ``CancelEvent``: a ``threading.Event`` that also calls back whoever asked when it is set.
+``cancellable_call(cancel)`` asks it to shut the call's connection down, so the blocked read ends at once with
+an end of stream or a connection error, which the adapter reports as ``ModelStopped``. No thread watches a
+waiting call (32 turns waiting on a slow model would otherwise wake 32 watchers many times a second).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
 import httpcore2
 import httpx2
 
-WATCH_SECONDS = 0.05  # how often the watcher looks at ``cancel``: the most a stop waits to close the call
-
 _current = threading.local()
+
+
+class CancelEvent(threading.Event):
+    """An event that, once set, also runs the callbacks given to ``when_set`` (in the thread that sets it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks_lock = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._callbacks_lock:
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def when_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run ``callback`` once the event is set (now, if it is); returns what forgets it, if it has not run."""
+        with self._callbacks_lock:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._callbacks_lock, suppress(ValueError):
+            self._callbacks.remove(callback)
 
 
 class CallHandle:
@@ -126,28 +154,19 @@ def cancellable_transport(**kwargs: Any) -> httpx2.BaseTransport:
 
 
 @contextmanager
-def cancellable_call(cancel: threading.Event | None) -> Iterator[CallHandle]:
+def cancellable_call(cancel: CancelEvent | None) -> Iterator[CallHandle]:
     """Run an HTTP call in the ``with`` block (in this thread) that ``cancel`` ends: its connection is shut down
-    within ``WATCH_SECONDS`` of ``cancel`` being set. ``handle.cancelled`` says whether it was."""
+    as ``cancel`` is set. ``handle.cancelled`` says whether it was."""
     handle = CallHandle()
     if cancel is None:
         yield handle
         return
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if cancel.wait(WATCH_SECONDS):
-                handle.cancel()
-                return
-
     previous = getattr(_current, "handle", None)
     _current.handle = handle
-    watcher = threading.Thread(target=watch, name="model-call-cancel", daemon=True)
-    watcher.start()
+    forget = cancel.when_set(handle.cancel)
     try:
         yield handle
     finally:
         handle.end()
-        done.set()
+        forget()
         _current.handle = previous

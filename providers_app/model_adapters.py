@@ -28,7 +28,7 @@ from rest_framework import status
 from tess_site.errors import TessError
 
 from .chat_completions import ChatClient, ChatError, ChatStatus, ChatTimeout, ChatUnavailable
-from .http_cancel import cancellable_call
+from .http_cancel import CancelEvent, cancellable_call
 
 # --- typed errors ------------------------------------------------------------------------------------
 
@@ -139,7 +139,7 @@ class ModelRequest:
     # Called with each piece of the answer as the model produces it (a streaming adapter only); never raises.
     on_delta: Callable[[str], None] | None = field(default=None, compare=False)
     # Set when the turn is stopped: the adapter ends the model call promptly and raises ``ModelStopped``.
-    cancel: threading.Event | None = field(default=None, compare=False)
+    cancel: CancelEvent | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

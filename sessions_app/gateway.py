@@ -31,7 +31,6 @@ status, retrieval, safe diagnostics), a memory card (the operator's own words, c
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -51,6 +50,7 @@ from memory_app.plugin.registry import operator_memory_plugin
 from memory_app.services import Recall, memory_propose_once, memory_scope_for, recall_for_prompt
 from providers_app.contract import ProviderError
 from providers_app.heartbeat import heartbeat_require_fresh
+from providers_app.http_cancel import CancelEvent
 from providers_app.model_adapters import (
     DeterministicAdapter,
     ModelAdapter,
@@ -588,7 +588,7 @@ def _think(
     result: TurnResult,
     adapter: ModelAdapter,
     deltas: ReplyDeltas,
-    cancel: threading.Event,
+    cancel: CancelEvent,
     *,
     first_turn: bool,
 ) -> None:

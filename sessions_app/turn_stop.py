@@ -6,7 +6,7 @@ may arrive at any other node or process. The stop has two halves:
 - *durable*: ``TurnRun.stop_requested_at``, set in the database every node shares (the embedded SQLite too).
   The turn's process reads it when it starts watching (so a Stop that came before the watch is not missed)
   and again when it writes the turn (so a Stop whose wake-up was lost still ends as ``stopped``).
-- *prompt*: a wake-up, published after the flag commits. Each process keeps the ``threading.Event`` of every
+- *prompt*: a wake-up, published after the flag commits. Each process keeps the ``CancelEvent`` of every
   turn it is answering (``stop_watch``); a Stop in the same process sets it directly, and with Redis
   (``REDIS_URL``, every production topology) one pub/sub listener per process hears the Stops published by
   the others and sets the event of its own turns. The event is the model request's ``cancel``: the adapter
@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from providers_app.http_cancel import CancelEvent
 from tess_site.audit.services import record_audit
 from tess_site.errors import Forbidden, NotFound
 from tess_site.scope import Role, Scope
@@ -45,18 +46,18 @@ logger = logging.getLogger(__name__)
 
 # --- the turn's side: watching for a stop --------------------------------------------------------------
 
-_watched: dict[str, threading.Event] = {}
+_watched: dict[str, CancelEvent] = {}
 _watched_lock = threading.Lock()
 
 
 @contextmanager
-def stop_watch(turn_id: str, *, read: bool = True) -> Iterator[threading.Event]:
+def stop_watch(turn_id: str, *, read: bool = True) -> Iterator[CancelEvent]:
     """While the ``with`` block runs, a Stop of ``turn_id`` sets the yielded event, wherever it arrives.
 
     Reads the row once on entry (a database query), after the process's listener is subscribed, so a Stop
     is either seen here or heard later. ``read=False`` skips that read, for a turn whose answer needs no wait
     (the deterministic adapter): a Stop that came before is honoured when the turn is written."""
-    event = threading.Event()
+    event = CancelEvent()
     with _watched_lock:
         _watched[turn_id] = event
     try:

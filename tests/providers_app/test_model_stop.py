@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from providers_app.http_cancel import CancelEvent
 from providers_app.model_adapters import ModelRequest, ModelStopped, OpenAICompatibleAdapter, Prompt
 from tests.providers_app.chat_standin import ChatStandIn
 from tests.waiting import wait_for
@@ -32,13 +33,13 @@ def _adapter(standin: ChatStandIn, model: str, *, stream: bool = True) -> OpenAI
 
 
 def _request(
-    text: str, *, on_delta: Callable[[str], None] | None = None, cancel: threading.Event | None = None
+    text: str, *, on_delta: Callable[[str], None] | None = None, cancel: CancelEvent | None = None
 ) -> ModelRequest:
     prompt = Prompt(stable_prefix="policy", dynamic="", user_text=text)
     return ModelRequest(prompt=prompt, intent="conversation", on_delta=on_delta, cancel=cancel)
 
 
-def _cancel_once_asked(standin: ChatStandIn, cancel: threading.Event, requests: int = 1) -> None:
+def _cancel_once_asked(standin: ChatStandIn, cancel: CancelEvent, requests: int = 1) -> None:
     """Stop the call once the stand-in holds it (the model is thinking: no byte of the answer yet)."""
     assert wait_for(lambda: len(standin.requests) >= requests, timeout=30)
     time.sleep(0.2)
@@ -46,7 +47,7 @@ def _cancel_once_asked(standin: ChatStandIn, cancel: threading.Event, requests: 
 
 
 def test_a_stop_mid_stream_closes_the_connection_and_keeps_the_text_so_far(standin):
-    cancel = threading.Event()
+    cancel = CancelEvent()
     pieces: list[str] = []
 
     def on_delta(piece: str) -> None:
@@ -69,7 +70,7 @@ def test_a_stop_before_the_first_byte_closes_a_kept_alive_connection_too(standin
     standin.release.set()
     adapter.complete(_request("warm the connection"))  # one call first: the next reuses its connection
     standin.release.clear()
-    cancel = threading.Event()
+    cancel = CancelEvent()
     threading.Thread(target=_cancel_once_asked, args=(standin, cancel, 2), daemon=True).start()
     started = time.monotonic()
     with pytest.raises(ModelStopped) as stopped:
@@ -81,7 +82,7 @@ def test_a_stop_before_the_first_byte_closes_a_kept_alive_connection_too(standin
 
 
 def test_a_stop_ends_an_unstreamed_call_as_well(standin):
-    cancel = threading.Event()
+    cancel = CancelEvent()
     threading.Thread(target=_cancel_once_asked, args=(standin, cancel), daemon=True).start()
     with pytest.raises(ModelStopped):
         _adapter(standin, "held", stream=False).complete(_request("think hard", cancel=cancel))
@@ -89,6 +90,20 @@ def test_a_stop_ends_an_unstreamed_call_as_well(standin):
 
 
 def test_an_unstopped_call_answers_whole(standin):
-    reply = _adapter(standin, "drip").complete(_request("hello there", cancel=threading.Event()))
+    reply = _adapter(standin, "drip").complete(_request("hello there", cancel=CancelEvent()))
     assert reply.text == "stand-in answer to: hello there"
     assert standin.closed == 0
+
+
+def test_a_cancel_event_calls_back_once_when_set_and_not_after_it_is_forgotten():
+    event, calls = CancelEvent(), []
+    forget = event.when_set(lambda: calls.append("kept"))
+    event.when_set(lambda: calls.append("also kept"))
+    event.when_set(lambda: calls.append("forgotten"))()  # the call ended before the stop
+    assert calls == []
+    event.set()
+    event.set()
+    assert calls == ["kept", "also kept"] and event.is_set()
+    forget()  # forgetting after the call back is harmless
+    event.when_set(lambda: calls.append("late"))  # asked after the stop: called at once
+    assert calls == ["kept", "also kept", "late"]

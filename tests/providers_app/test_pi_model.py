@@ -17,6 +17,7 @@ import pytest
 from django.test import override_settings
 
 from providers_app.contract import ProviderUnavailable
+from providers_app.http_cancel import CancelEvent
 from providers_app.model_adapters import (
     ModelError,
     ModelReply,
@@ -394,7 +395,7 @@ def test_deltas_arrive_in_order_before_the_model_has_finished(tmp_path, pi_execu
 def test_stop_aborts_pi_mid_reply_and_keeps_the_text_so_far(tmp_path, pi_executable, chat_standin):
     chat_standin.drip_seconds = 0.3
     adapter = adapter_for(chat_standin, tmp_path, pi_executable, model="drip")
-    cancel, deltas = threading.Event(), []
+    cancel, deltas = CancelEvent(), []
 
     def on_delta(piece: str) -> None:
         deltas.append(piece)
