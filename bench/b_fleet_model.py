@@ -7,9 +7,12 @@ The production tier (``bench/topology.py``: gunicorn and daphne from their units
 model provider, the operators' laptops): they run in a process of their own at the lowest CPU priority
 (``bench/fleet_model_outside.py``), so that on this machine they take only the CPU the servers leave.
 Four probe clients, each sending one request every 50 ms through nginx
-(two ``GET /healthz``, two ``GET /api/v1/sessions/`` of an operator with 4 sessions), run twice for
+(two ``GET /healthz``, two ``GET /api/v1/sessions/`` of an operator with 4 sessions), run in windows of
 ``BENCH_MODEL_PROBE_SECONDS`` (10): idle, then while 32 clients keep a turn each in flight (closed loop: a new
-turn as soon as one answers). Meanwhile ``pg_stat_activity`` is sampled for this database.
+turn as soon as one answers), ``BENCH_MODEL_ROUNDS`` (2) times in turn, so that the idle and the busy figure
+span the same stretch of time. Before the first window the bench waits until no autovacuum worker is at work
+and writes a checkpoint: after a benchmark that wrote thousands of rows, PostgreSQL's catching up would
+otherwise fall into some windows and not others. Meanwhile ``pg_stat_activity`` is sampled for this database.
 
 The 32 turns are sent spread over the model's time (turn ``i`` after ``i / 32`` of it), so that they keep
 arriving and finishing at an even rate, as a fleet's operators' turns do; sent at the same instant, a closed
@@ -38,10 +41,11 @@ from typing import Any
 import httpx
 
 from bench.common import Row, percentile
-from bench.topology import BackendSampler, bench_operator, production_tier
+from bench.topology import BackendSampler, bench_operator, database_settled, production_tier
 
 MODEL_SECONDS = float(os.environ.get("BENCH_MODEL_SECONDS", "2"))
 PROBE_SECONDS = float(os.environ.get("BENCH_MODEL_PROBE_SECONDS", "10"))
+ROUNDS = int(os.environ.get("BENCH_MODEL_ROUNDS", "2"))
 WEB_THREADS = os.environ.get("BENCH_MODEL_WEB_THREADS", "")
 HERD = os.environ.get("BENCH_MODEL_HERD", "1") != "0"
 TURNS = 32
@@ -138,8 +142,20 @@ async def _measure(
     errors: list[str] = []
     # Warm-up: every worker's first turn imports what a model turn needs, and the pools open connections.
     await _while_turns_wait(outside, url, token, sessions, 2.0, errors)
-    idle = await _probes(url, token, PROBE_SECONDS, errors)
-    busy, turns = await _while_turns_wait(outside, url, token, sessions, PROBE_SECONDS, errors)
+    settled = await asyncio.to_thread(database_settled)
+    print(f"\nfleet model: the database was quiet after {settled:.1f} s")
+    # Idle and busy windows alternate, so that both figures span the same stretch of the run: whatever else
+    # the machine does meanwhile falls on both, not on one of them.
+    idle: Probed = {name: [] for name in PROBES}
+    busy: Probed = {name: [] for name in PROBES}
+    turns: list[float] = []
+    for _ in range(ROUNDS):
+        for name, times in (await _probes(url, token, PROBE_SECONDS, errors)).items():
+            idle[name] += times
+        waited, answered = await _while_turns_wait(outside, url, token, sessions, PROBE_SECONDS, errors)
+        for name, times in waited.items():
+            busy[name] += times
+        turns += answered
     herd = None
     if HERD:
         herd = (await _while_turns_wait(outside, url, token, sessions, PROBE_SECONDS, errors, spread=False))[0]
@@ -161,7 +177,8 @@ def run() -> list[Row]:
         f"\nfleet model: {TURNS} turns in flight on a {MODEL_SECONDS:.0f} s model ({len(turns)} answered, p50"
         f" {percentile(turns, 0.5):.0f} ms); gunicorn threads {WEB_THREADS or 'as the unit sets them'};"
         f" PostgreSQL backends at most {sampler.most} ({sampler.most_busy} busy at once) over {sampler.samples}"
-        f" samples, the pools hold at most {capacity}; errors {len(errors)}"
+        f" samples, the pools hold at most {capacity}; an autovacuum worker at work in {sampler.autovacuum}"
+        f" samples; errors {len(errors)}"
     )
     for error in errors[:5]:
         print(f"  error: {error}")

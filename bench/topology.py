@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -152,13 +153,15 @@ class BackendSampler:
 
     This process's own connections (the caller's and the sampler's) are left out, so what is counted is the
     servers'. ``most`` is the most backends at once, ``most_busy`` the most not idle (running a statement or
-    inside a transaction) at once.
+    inside a transaction) at once, ``autovacuum`` the samples that saw an autovacuum worker at work (in any
+    database: it takes CPU and disk from the servers all the same).
     """
 
     def __init__(self) -> None:
         self.most = 0
         self.most_busy = 0
         self.samples = 0
+        self.autovacuum = 0
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             self._own = {int(cursor.fetchone()[0])}
@@ -171,11 +174,18 @@ class BackendSampler:
             while not self._stop.is_set():
                 with db.cursor() as cursor:
                     cursor.execute(
-                        "SELECT pid, state FROM pg_stat_activity WHERE datname = current_database()"
-                        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                        "SELECT pid, state, backend_type FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND"
+                        " (backend_type = 'autovacuum worker'"
+                        " OR (backend_type = 'client backend' AND datname = current_database()))"
                     )
-                    rows = [(int(pid), state) for pid, state in cursor.fetchall() if int(pid) not in self._own]
+                    found = cursor.fetchall()
+                rows = [
+                    (int(pid), state)
+                    for pid, state, kind in found
+                    if kind == "client backend" and int(pid) not in self._own
+                ]
                 self.samples += 1
+                self.autovacuum += any(kind == "autovacuum worker" for _, _, kind in found)
                 self.most = max(self.most, len(rows))
                 self.most_busy = max(self.most_busy, sum(1 for _, state in rows if state != "idle"))
                 self._stop.wait(0.02)
@@ -189,6 +199,26 @@ class BackendSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+def database_settled(timeout: float = 120.0) -> float:
+    """Wait until no autovacuum worker has been at work for a second, then write a checkpoint; the seconds waited.
+
+    A benchmark that follows one which wrote thousands of rows would otherwise measure PostgreSQL catching up
+    with them (vacuuming those tables, writing their pages out) in some of its windows and not in others.
+    """
+    started = time.monotonic()
+    quiet_since = started
+    with connection.cursor() as cursor:
+        while time.monotonic() - started < timeout:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")
+            if cursor.fetchone()[0]:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= 1.0:
+                break
+            time.sleep(0.1)
+        cursor.execute("CHECKPOINT")
+    return time.monotonic() - started
 
 
 def bench_operator(label: str, *, sessions: int, notes: int = 0) -> tuple[str, list[str]]:
