@@ -22,9 +22,11 @@ import http.client
 import json
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from contextlib import ExitStack
@@ -85,7 +87,7 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _start_server(port: int, redis_url: str) -> subprocess.Popen[bytes]:
+def _start_server(port: int, redis_url: str, log: Path | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     env.update(
         DJANGO_SETTINGS_MODULE="tess_site.settings.test",
@@ -101,8 +103,8 @@ def _start_server(port: int, redis_url: str) -> subprocess.Popen[bytes]:
         [daphne, "-b", "127.0.0.1", "-p", str(port), "bench.streams_asgi:application"],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log.open("ab") if log else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     deadline = time.monotonic() + 30
@@ -255,9 +257,11 @@ def run() -> list[Row]:
         print(f"\nstream catch-up: {CATCHUP_EVENTS} stored events reached one client in order at {rate:.0f}/s")
         return rate
 
+    raw_log = Path(tempfile.mkdtemp(prefix="tess-bench-raw-")) / "daphne.log"
     stack = ExitStack()
+    stack.callback(shutil.rmtree, raw_log.parent, ignore_errors=True)
     try:
-        stack.callback(_stop, _start_server(port, redis_url))  # the baseline's bare consumer
+        stack.callback(_stop, _start_server(port, redis_url, raw_log))  # the baseline's bare consumer
         tier = stack.enter_context(
             production_tier("streams", TESS_CHANNEL_PREFIX=PREFIX, TESS_MODEL_ADAPTER="deterministic")
         )
@@ -265,6 +269,13 @@ def run() -> list[Row]:
         full = pair(None)
         paced = pair(PACED_RATE)
         backlog = catch_up()
+    except BaseException:
+        if raw_log.exists():
+            print(
+                f"--- the baseline's daphne ({raw_log}):\n{raw_log.read_text(errors='replace')[-3000:]}",
+                file=sys.stderr,
+            )
+        raise
     finally:
         stack.close()
     rows = []
