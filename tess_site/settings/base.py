@@ -103,12 +103,21 @@ TESS_CHANNEL_PREFIX = env_str("TESS_CHANNEL_PREFIX", "tess") or "tess"
 if REDIS_URL:
     CHANNEL_LAYERS: dict[str, Any] = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # A burst of websockets connecting at once waits for a free Redis connection instead of failing.
+            "BACKEND": "tess_site.channel_layer.WaitingRedisChannelLayer",
             "CONFIG": {
                 # channels-redis blocks up to 5 s waiting for a message (BZPOPMIN); redis-py's default socket
                 # read timeout is also 5 s, so an idle socket's read timed out first and closed it (1011).
                 # The read timeout stays finite, to notice a Redis that went away, but outlasts the wait.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                        "max_connections": env_int("TESS_REDIS_LAYER_CONNECTIONS", 100, minimum=2, maximum=10_000),
+                        "timeout": 10,
+                    }
+                ],
                 "prefix": f"{TESS_CHANNEL_PREFIX}:asgi",
                 "capacity": 1000,
             },

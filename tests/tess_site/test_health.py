@@ -98,7 +98,7 @@ def test_it_reports_every_dependency_ok_on_real_postgres_and_redis(cast, api_as)
     assert all(check["ok"] for check in checks.values())
     assert checks["database"]["vendor"] == "postgresql"
     assert checks["redis"]["mode"] == "redis"
-    assert checks["channel_layer"]["backend"] == "RedisChannelLayer"
+    assert checks["channel_layer"]["backend"] == "WaitingRedisChannelLayer"
     # The test settings run tasks in-process; test_celery_worker covers real workers.
     assert checks["celery"]["mode"] == "in-process"
 
