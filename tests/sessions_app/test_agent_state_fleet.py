@@ -5,7 +5,7 @@ Twenty sessions run the same script on one tmux server: work (a line every quart
 with an error, a clean exit, or still working. The test is the fleet's operator: it moves each session to
 its next true state after a while (each session on its own schedule, 5 to 9 seconds a state, about two
 minutes in all), once the state it is in has been announced, and pumps the whole fleet all along as the
-beat does.
+beat does: a round every ``TESS_PUMP_INTERVAL_MS``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ def test_a_fleet_of_twenty_reports_every_true_change_once_and_nothing_else(
         )
         for i in range(FLEET)
     ]
+    every = settings.TESS_PUMP_INTERVAL_MS / 1000  # the beat's pace (sessions_app.tasks.pump_sessions)
     while any(a.plan or Session.objects.get(pk=a.session.pk).agent_state != a.truth[-1] for a in agents):
+        started = time.monotonic()
         for agent in agents:
             services.session_pump(session_id=agent.session.pk)
         for agent in agents:
@@ -120,6 +122,7 @@ def test_a_fleet_of_twenty_reports_every_true_change_once_and_nothing_else(
             )
             if agent.plan and current == agent.truth[-1] and waited >= agent.hold:
                 advance(agent, provider, cast)
+        time.sleep(max(0.0, started + every - time.monotonic()))
 
     false_waiting, wrong = 0, []
     lags: list[float] = []
