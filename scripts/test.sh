@@ -38,4 +38,13 @@ workers="${TESS_TEST_WORKERS:-4}"
 # They go to the ignored __pycache__/ directories.
 unset PYTHONDONTWRITEBYTECODE
 echo "== pytest ($workers workers)"
-.venv/bin/pytest -n "$workers" --dist loadfile --durations=25 "$@"
+# Database connections that tests left open are ended before the test databases are dropped, and listed here.
+left_open=var/test-artifacts/connections-left-open.txt
+rm -f "$left_open"
+status=0
+.venv/bin/pytest -n "$workers" --dist loadfile --durations=25 "$@" || status=$?
+if [ -s "$left_open" ]; then
+  echo "== database connections that tests left open (tests/conftest.py ended them):"
+  cat "$left_open"
+fi
+exit "$status"

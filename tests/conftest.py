@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,6 +118,7 @@ def django_db_setup(
             )
         yield
         with django_db_blocker.unblock():
+            _end_connections_left_open()
             teardown_databases(config, verbosity=request.config.option.verbose)
         return
 
@@ -143,7 +145,33 @@ def django_db_setup(
             connection._test_serialized_contents = connection.creation.serialize_db_to_string()  # type: ignore[attr-defined]
     yield
     with django_db_blocker.unblock():
+        _end_connections_left_open()
         connection.creation.destroy_test_db(original_name, verbosity=request.config.option.verbose)
+
+
+LEFT_OPEN = Path(__file__).resolve().parents[1] / "var" / "test-artifacts" / "connections-left-open.txt"
+
+
+def _end_connections_left_open() -> None:
+    """A connection that a test left open (a thread's own, still alive) keeps PostgreSQL from dropping the test
+    database at the end, and the run fails there. Each one is ended, and named with its last statement in
+    ``LEFT_OPEN`` (the output of a session's last teardown is not shown) so that its test can be found."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, state, left(query, 300) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        left = cursor.fetchall()
+        for pid, _, _ in left:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    if not left:
+        return
+    lines = [f"A TEST LEFT A DATABASE CONNECTION OPEN (backend {pid}, {state}): {query}" for pid, state, query in left]
+    LEFT_OPEN.parent.mkdir(parents=True, exist_ok=True)
+    with LEFT_OPEN.open("a") as out:
+        out.write("\n".join(lines) + "\n")
 
 
 def _build_template(connection: BaseDatabaseWrapper, template: str) -> None:
