@@ -8,7 +8,7 @@ leaves). The stream benchmark's bare consumer, whose 100 subscribers join at the
 handshakes find the pool full and answered them with HTTP 500; a join or leave of Tess's own consumers
 that found it full would fail the same way (a failed leave keeps the channel in its group until the group
 expires). Tess's consumers read the database before they join, which spaces their joins out: 40 of them
-connecting and leaving at once through 3 connections did not fill the pool. With this one no burst can.
+connecting and leaving at once through 3 connections did not fill the pool.
 
 Here the pool is redis-py's ``BlockingConnectionPool``: a command that finds every connection in use waits
 for one (at most ``timeout`` seconds, then it fails as before), so a burst is served as fast as Redis
