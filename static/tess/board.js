@@ -1,7 +1,9 @@
 /* The fleet board (/board/): rows rendered by the server, kept current over /ws/board/ (no polling).
 
 Each "row" frame is a session the viewer may see whose state changed: its row is updated in place, removed
-when it no longer matches the page's filters, or added at the top of the first page. Clicking a title opens
+when it no longer matches the page's filters, or added at the top of the first page. A change committed before
+the socket joined (or while it was away) sends it no frame, so each time the socket says hello the page reads its
+own rows again, as the inbox takes a snapshot on every (re)connect; "Live" shows once they are current. Clicking a title opens
 the session in the Tess drawer through the drawer's own Tess.openSession (static/tess/drawer.js). */
 (function () {
   "use strict";
@@ -117,18 +119,46 @@ the session in the Tess drawer through the drawer's own Tess.openSession (static
 
   // --- the socket ----------------------------------------------------------------------------------
 
+  // Frames that arrive while the rows are read again wait here, and are applied after them, in order: each
+  // frame's row was read when it was sent, so the last one applied is never older than the page's rows.
+  let held = null;
+
+  async function catchUp() {
+    const mine = [];
+    held = mine;
+    try {
+      const response = await fetch(location.href, { credentials: "same-origin", cache: "no-store" });
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+      const freshRows = fresh.getElementById("tess-board-rows");
+      const freshCount = fresh.getElementById("tess-board-count");
+      if (freshRows && freshCount) {
+        rows.replaceChildren(...freshRows.childNodes);
+        count.textContent = freshCount.textContent;
+      }
+    } catch (error) {
+      // The rows stay as they were and the frames still come: a failed read loses nothing that was shown.
+    }
+    if (held === mine) held = null; // a newer hello's read may have begun meanwhile: it keeps its own frames
+    mine.forEach(apply);
+    refreshTimes();
+  }
+
   let retry = 0;
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + "/ws/board/");
-    socket.addEventListener("message", (message) => {
+    socket.addEventListener("message", async (message) => {
       const frame = JSON.parse(message.data);
       if (frame.kind === "hello") {
         retry = 0;
+        await catchUp();
+        if (socket.readyState !== WebSocket.OPEN) return;
         live.dataset.state = "open";
         live.textContent = "Live";
       } else if (frame.kind === "row") {
-        apply(frame.body);
+        if (held) held.push(frame.body);
+        else apply(frame.body);
       }
     });
     socket.addEventListener("close", (close) => {

@@ -3,6 +3,7 @@ one in the drawer; the Tess button counts the waiting session. Screenshots at 12
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,37 @@ def test_the_board_lists_states_and_follows_an_agent_that_starts_waiting(
             shot.screenshot(path=str(path), full_page=width < 1000)
             if (width, scheme) == (1280, "light"):
                 shutil.copyfile(path, ROOT / "docs" / "board.png")
+
+
+def test_a_change_made_before_the_socket_joined_is_on_the_board_once_it_reads_live(
+    cast: Cast, open_browser: Any
+) -> None:
+    """The page is rendered, then its socket joins the board's group: a change committed in between sends it no
+    frame. Here the socket is held back while the row changes in the database, from this process, whose channel
+    layer the server's sockets never hear, so only the page's own read on hello can show it; and again after the
+    server drops the socket and the page reconnects."""
+    docs = SessionFactory.create(
+        owner=cast.owner, tenant=cast.acme, title="Nightly docs", provider_instance="pi-main", agent_state="idle"
+    )
+    changes = iter(["waiting_for_input", "working"])
+    sockets: list[Any] = []
+
+    def hold_then_join(socket: Any) -> None:
+        # Runs as the page opens the socket, before it reaches the server: the row changes meanwhile.
+        Session.objects.filter(pk=docs.pk).update(agent_state=next(changes))
+        socket.connect_to_server()
+        sockets.append(socket)
+
+    page = open_browser()
+    log_in(page, cast.owner)
+    page.route_web_socket(re.compile(r"/ws/board/$"), hold_then_join)
+    page.goto("/board/")
+    expect(page.locator("#tess-board-live")).to_have_text("Live")
+    expect(_row(page, docs).locator(".tess-state")).to_have_text("waiting")
+    expect(page.locator("#tess-board-count")).to_have_text("1")
+
+    sockets[0].close(code=1012, reason="restart")  # the socket drops as in a restart: the page reconnects by itself
+    expect(page.locator("#tess-board-live")).to_have_text("Reconnecting…")
+    expect(page.locator("#tess-board-live")).to_have_text("Live", timeout=15_000)
+    expect(_row(page, docs).locator(".tess-state")).to_have_text("working")
+    assert len(sockets) == 2
