@@ -2,9 +2,10 @@
 
 Each "row" frame is a session the viewer may see whose state changed: its row is updated in place, removed
 when it no longer matches the page's filters, or added at the top of the first page. A change committed before
-the socket joined (or while it was away) sends it no frame, so each time the socket says hello the page reads its
-own rows again, as the inbox takes a snapshot on every (re)connect; "Live" shows once they are current. Clicking a title opens
-the session in the Tess drawer through the drawer's own Tess.openSession (static/tess/drawer.js). */
+the socket joined (or while it was away) sends it no frame, so each time the socket says hello the page reads
+its own rows again, as the inbox takes a snapshot on every (re)connect; "Live" shows once they are current.
+Clicking a title opens the session in the Tess drawer through the drawer's own Tess.openSession
+(static/tess/drawer.js). */
 (function () {
   "use strict";
   const board = document.getElementById("tess-board");
